@@ -1,0 +1,30 @@
+"""The ``surgelab`` command line: builds typed objects from flags and hands them to the library.
+
+Each command group lives in its own module and registers itself on ``app``; nothing in the
+library imports from here.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="surgelab",
+    help="Load-test AI inference services honestly and plan their capacity.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Load-test AI inference services honestly and plan their capacity."""
+
+
+# Command modules register themselves on import.
+from surgelab.cli import commands_run  # noqa: E402,F401
+
+
+def main() -> None:
+    app()
