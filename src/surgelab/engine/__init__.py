@@ -1,0 +1,29 @@
+"""The inference-engine model: continuous batching over a KV-cache budget, timed by a profile.
+
+Clock-agnostic by construction: ``Engine.step()`` says how long a step takes and the caller
+lets that time pass, in wall time (``surgelab serve``) or virtual time (the simulator).
+"""
+
+from surgelab.engine.core import Engine, RequestRejected
+from surgelab.engine.hardware import GPU, Deployment, Model
+from surgelab.engine.profile import EngineProfile, ProfileError
+from surgelab.engine.profiles import GPUS, MODELS, PROFILES, load_profile, profile_names
+from surgelab.engine.request import EngineRequest, StepResult, prefix_block_hashes
+
+__all__ = [
+    "GPU",
+    "GPUS",
+    "MODELS",
+    "PROFILES",
+    "Deployment",
+    "Engine",
+    "EngineProfile",
+    "EngineRequest",
+    "Model",
+    "ProfileError",
+    "RequestRejected",
+    "StepResult",
+    "load_profile",
+    "prefix_block_hashes",
+    "profile_names",
+]

@@ -1,0 +1,124 @@
+"""The KV cache as vLLM pages it: fixed-size blocks, some shared through a prefix cache.
+
+Only counts matter to the model, so a block is either *private* to one request (counted)
+or *cached* under the hash of the prompt prefix it holds (named). Cached blocks carry a
+reference count; at zero they stay resident but evictable, least recently used first, so
+a later request with the same system prompt can still reuse them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+__all__ = ["Allocation", "KVCache"]
+
+
+@dataclass(slots=True)
+class Allocation:
+    """The blocks one request holds: shared cached blocks by hash, plus a private count."""
+
+    shared: list[int] = field(default_factory=list)
+    private: int = 0
+
+    @property
+    def blocks(self) -> int:
+        return len(self.shared) + self.private
+
+
+class KVCache:
+    """Block accounting with optional prefix caching; all sizes in blocks of ``block_size``."""
+
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError("a KV cache needs at least one block of at least one token")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.prefix_caching = prefix_caching
+        self._private = 0
+        self._refs: dict[int, int] = {}
+        self._evictable: OrderedDict[int, None] = OrderedDict()
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks available to allocate, counting evictable cached blocks as free."""
+        return self.num_blocks - self._private - len(self._refs) + len(self._evictable)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks held by requests (vLLM's ``kv_cache_usage_perc``)."""
+        held = self._private + len(self._refs) - len(self._evictable)
+        return held / self.num_blocks
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def match(self, hashes: tuple[int, ...]) -> int:
+        """Number of leading prompt blocks already resident in the cache."""
+        if not self.prefix_caching:
+            return 0
+        hits = 0
+        for h in hashes:
+            if h not in self._refs:
+                break
+            hits += 1
+        return hits
+
+    def admit(self, alloc: Allocation, hashes: tuple[int, ...], tokens: int) -> int:
+        """Hold blocks for ``tokens`` tokens, reusing cached prefix blocks; return the hit count.
+
+        Returns -1 (holding nothing) when the request does not fit.
+        """
+        hits = min(self.match(hashes), self.blocks_for(tokens))
+        for h in hashes[:hits]:
+            self._ref(h)
+        alloc.shared.extend(hashes[:hits])
+        if not self._allocate(alloc, self.blocks_for(tokens) - hits):
+            self.release(alloc)
+            return -1
+        return hits
+
+    def grow(self, alloc: Allocation, tokens: int) -> bool:
+        """Make sure ``alloc`` covers ``tokens`` tokens; False when the cache is full."""
+        return self._allocate(alloc, self.blocks_for(tokens) - alloc.blocks)
+
+    def promote(self, alloc: Allocation, hashes: tuple[int, ...]) -> None:
+        """Publish a request's computed prompt blocks in the prefix cache."""
+        if not self.prefix_caching:
+            return
+        held = set(alloc.shared)
+        for h in hashes:
+            if alloc.private == 0:
+                break
+            if h in held or h in self._refs:
+                continue
+            alloc.private -= 1
+            self._private -= 1
+            self._refs[h] = 1
+            alloc.shared.append(h)
+
+    def release(self, alloc: Allocation) -> None:
+        """Give back everything ``alloc`` holds; cached blocks stay resident, evictable."""
+        self._private -= alloc.private
+        for h in alloc.shared:
+            self._refs[h] -= 1
+            if self._refs[h] == 0:
+                self._evictable[h] = None
+        alloc.shared.clear()
+        alloc.private = 0
+
+    def _ref(self, h: int) -> None:
+        self._refs[h] += 1
+        self._evictable.pop(h, None)
+
+    def _allocate(self, alloc: Allocation, blocks: int) -> bool:
+        if blocks <= 0:
+            return True
+        if self.free_blocks < blocks:
+            return False
+        while self.num_blocks - self._private - len(self._refs) < blocks:
+            victim, _ = self._evictable.popitem(last=False)
+            del self._refs[victim]
+        self._private += blocks
+        alloc.private += blocks
+        return True

@@ -1,0 +1,156 @@
+"""The engine's cost model as plain coefficients, and how to read them from a file.
+
+A profile is what the engine needs to time a step and bound a batch. It is derived from
+hardware physics (``hardware.py``) or written out explicitly, e.g. by ``surgelab fit``.
+
+Step time, for a step that prefills ``p`` tokens, decodes ``d`` sequences and reads ``r``
+tokens of KV cache::
+
+    t = step_overhead_s + max(decode_base_s + s_per_kv_token * r,      # memory: weights + KV
+                              prefill_s_per_token * (p + d))            # compute: 2·P FLOPs/token
+
+Decode is memory-bound (every step streams the weights once and each sequence's KV);
+prefill is compute-bound; a mixed step (chunked prefill) costs whichever bound dominates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["EngineProfile", "ProfileError", "read_profile_file"]
+
+
+class ProfileError(ValueError):
+    """A profile name or file that cannot be used; the message is one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Step-time coefficients and batch limits of one engine replica."""
+
+    name: str
+    prefill_s_per_token: float
+    decode_base_s: float
+    s_per_kv_token: float
+    step_overhead_s: float
+    kv_capacity_tokens: int
+    max_num_seqs: int
+    max_batched_tokens: int
+    block_size: int = 16
+    max_model_len: int = 8192
+    model: str = "surgelab-model"
+    """The model name the server reports."""
+    description: str = ""
+
+    def validate(self) -> list[str]:
+        """Every problem at once, as ``field: message`` lines."""
+        errors = []
+        for name in ("prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                errors.append(f"{name}: must be a finite number >= 0, got {value!r}")
+        for name in (
+            "kv_capacity_tokens",
+            "max_num_seqs",
+            "max_batched_tokens",
+            "block_size",
+            "max_model_len",
+        ):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                errors.append(f"{name}: must be an integer >= 1, got {value!r}")
+        if not errors and self.kv_capacity_tokens < self.block_size:
+            errors.append("kv_capacity_tokens: must hold at least one block")
+        return errors
+
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_capacity_tokens // self.block_size
+
+    def step_time(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
+        """Seconds for one step of the given work (see the module docstring)."""
+        if prefill_tokens == 0 and decode_seqs == 0:
+            return 0.0
+        memory = self.decode_base_s + self.s_per_kv_token * kv_tokens_read
+        compute = self.prefill_s_per_token * (prefill_tokens + decode_seqs)
+        return self.step_overhead_s + max(memory, compute)
+
+    def steady_throughput(self, batch: int, prompt_tokens: int, output_tokens: int) -> float:
+        """Predicted output tokens/s with ``batch`` sequences always running.
+
+        Each request spends ``output_tokens`` steps in the batch: one that prefills its
+        prompt and emits the first token, then one decode per further token. Averaged over
+        a request's life, a step therefore carries ``batch`` token-producing sequences,
+        ``batch × prompt ÷ output`` prefill tokens and ``batch × (prompt + output ÷ 2)``
+        tokens of KV to read.
+        """
+        batch = min(batch, self.max_num_seqs)
+        prefill = batch * prompt_tokens / output_tokens
+        memory = self.decode_base_s + self.s_per_kv_token * batch * (
+            prompt_tokens + output_tokens / 2
+        )
+        compute = self.prefill_s_per_token * (prefill + batch)
+        return batch / (self.step_overhead_s + max(memory, compute))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], default_name: str = "custom") -> EngineProfile:
+        """Build and validate a profile from a parsed YAML/JSON mapping."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        required = [f.name for f in fields(cls) if f.name != "name" and f.default is MISSING]
+        missing = [name for name in required if name not in data]
+        problems = [f"unknown key {k!r}" for k in unknown] + [f"missing key {k!r}" for k in missing]
+        if problems:
+            raise ProfileError("; ".join(problems))
+        values = {k: v if k in _TEXT_FIELDS else _number(v) for k, v in data.items()}
+        profile = cls(**{"name": default_name, **values})
+        errors = profile.validate()
+        if errors:
+            raise ProfileError("; ".join(errors))
+        return profile
+
+
+def read_profile_file(path: Path) -> EngineProfile:
+    """Load explicit coefficients from ``.yaml``/``.yml``/``.json``; ProfileError on any problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile file {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ProfileError(
+            f"profile file {path} is not valid {path.suffix[1:] or 'YAML'}: {first}"
+        ) from None
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"profile file {path} must contain a mapping of coefficients")
+    try:
+        return EngineProfile.from_mapping(data, default_name=path.stem)
+    except ProfileError as exc:
+        raise ProfileError(f"profile file {path}: {exc}") from None
+
+
+_TEXT_FIELDS = frozenset({"name", "model", "description"})
+
+
+def _number(value: Any) -> Any:
+    """Accept what YAML 1.1 leaves as text (``4.0e5``) and integral floats for counts."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
