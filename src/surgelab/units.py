@@ -33,9 +33,7 @@ def parse_duration(value: str | float | int) -> float:
                 seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
                 pos = match.end()
             if pos != len(text) or not text:
-                raise ValueError(
-                    f"expected a duration such as 30s, 250ms, 2m or 1h30m, got {value!r}"
-                ) from None
+                raise ValueError(f"expected a duration such as 30s, 250ms, 2m or 1h30m, got {value!r}") from None
     if seconds != seconds or seconds < 0 or seconds == float("inf"):
         raise ValueError(f"a duration must be a finite number >= 0, got {value!r}")
     return seconds

@@ -1,13 +1,158 @@
-"""``surgelab run``, ``validate`` and ``schema`` (placeholder until the runner lands)."""
+"""``surgelab run``, ``validate`` and ``schema``: scenarios in, run directories out."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
 from surgelab.cli import app
+from surgelab.scenario import ScenarioError, load_scenario
+from surgelab.scenario.model import Scenario
+
+EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-@app.command("version")
-def version() -> None:
-    """Print the surgelab version."""
-    from surgelab import __version__
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print a one-line error (no traceback) and return the exit to raise."""
+    console = Console(stderr=True)
+    for line in message.splitlines():
+        console.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True, markup=True)
+    return typer.Exit(code)
 
-    print(__version__)
+
+def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
+
+
+def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
+    """Map given CLI flags onto scenario fields; switching loop mode clears the other one."""
+    paths = {
+        "name": "name", "seed": "seed", "url": "target.url", "model": "target.model",
+        "endpoint": "target.endpoint", "stream": "target.stream", "api_key_env": "target.api_key_env",
+        "connection": "target.connection", "rate": "load.rate", "arrival": "load.arrival",
+        "cv": "load.cv", "concurrency": "load.concurrency", "think_time": "load.think_time",
+        "duration": "load.duration", "warmup": "load.warmup", "max_in_flight": "load.max_in_flight",
+        "grace": "load.grace", "prompt_tokens": "workload.prompt_tokens",
+        "max_tokens": "workload.output_tokens", "out": "output.dir",
+    }  # fmt: skip
+    result: dict[str, tuple[str, Any]] = {}
+    for key, value in flags.items():
+        if value is None:
+            continue
+        result[paths[key]] = ("--" + key.replace("_", "-"), str(value) if isinstance(value, Path) else value)
+    if flags.get("rate") is not None:
+        result["load.concurrency"] = ("--rate", None)
+    if flags.get("concurrency") is not None:
+        result["load.rate"] = ("--concurrency", None)
+    return result
+
+
+@app.command("run")
+def run(
+    scenario_file: Path | None = typer.Argument(
+        None, metavar="[SCENARIO]", help="Scenario YAML; flags override its fields."
+    ),
+    url: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
+    model: str | None = typer.Option(None, help="Model name to request."),
+    endpoint: str | None = typer.Option(None, help="chat or completions."),
+    rate: float | None = typer.Option(None, help="Open loop: requests per second."),
+    concurrency: int | None = typer.Option(None, help="Closed loop: number of virtual users."),
+    arrival: str | None = typer.Option(None, help="Open loop arrivals: constant, poisson or gamma."),
+    cv: float | None = typer.Option(None, help="Gamma arrivals: coefficient of variation."),
+    think_time: str | None = typer.Option(None, help="Closed loop: think time between requests, e.g. 2s."),
+    duration: str | None = typer.Option(None, help="How long to send, e.g. 30s or 5m."),
+    warmup: str | None = typer.Option(None, help="Initial period excluded from the summary."),
+    prompt_tokens: int | None = typer.Option(None, help="Prompt length in tokens."),
+    max_tokens: int | None = typer.Option(None, help="Output length (max_tokens) in tokens."),
+    max_in_flight: int | None = typer.Option(None, help="Open loop: drop requests beyond this many in flight."),
+    grace: str | None = typer.Option(None, help="On Ctrl-C, how long in-flight requests may finish."),
+    stream: bool | None = typer.Option(None, "--stream/--no-stream", help="Stream responses (SSE)."),
+    connection: str | None = typer.Option(None, help="keepalive (pooled) or close (new connection per request)."),
+    api_key_env: str | None = typer.Option(None, help="NAME of the environment variable that holds the API key."),
+    threshold: list[str] | None = typer.Option(None, help="Pass/fail criterion, e.g. 'p99(ttft) < 2s' (repeatable)."),
+    seed: int | None = typer.Option(None, help="Seed for the schedule and the workload."),
+    name: str | None = typer.Option(None, help="Run name (used in the default run directory)."),
+    out: Path | None = typer.Option(None, help="Run directory to write (created; must not hold another run)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
+) -> None:
+    """Run load against a target and record every request.
+
+    Exit codes: 0 pass, 1 a threshold failed, 2 bad input, 3 the run is invalid (the client
+    fell behind or dropped requests), 130 interrupted.
+    """
+    overrides = _overrides(
+        url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
+        cv=cv, think_time=think_time, duration=duration, warmup=warmup, prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens, max_in_flight=max_in_flight, grace=grace, stream=stream,
+        connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out,
+    )  # fmt: skip
+    if threshold:
+        overrides["thresholds"] = ("--threshold", list(threshold))
+    scenario = load_or_exit(scenario_file, overrides)
+    raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet))
+
+
+def execute(scenario: Scenario, console: Console, quiet: bool = False, run_dir: Path | None = None) -> int:
+    """Run a validated scenario with the terminal view; return the exit code."""
+    from surgelab.report.terminal import LiveView, print_summary
+    from surgelab.runner import run_scenario
+    from surgelab.runner.loop import run_async
+    from surgelab.runner.rundir import RunDirError
+
+    api_key = None
+    if scenario.target.api_key_env:
+        api_key = os.environ.get(scenario.target.api_key_env)
+        if not api_key:
+            console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
+    if run_dir is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")
+    view = LiveView(console) if not quiet else None
+    try:
+        if view is not None:
+            with view:
+                result = run_async(
+                    run_scenario(scenario, run_dir, api_key=api_key, on_tick=view.update, handle_signals=True)
+                )
+        else:
+            result = run_async(run_scenario(scenario, run_dir, api_key=api_key, handle_signals=True))
+    except RunDirError as exc:
+        raise fail(str(exc)) from None
+    if not quiet:
+        print_summary(result.summary, console)
+    console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)
+    if not result.thresholds_passed:
+        return EXIT_THRESHOLDS
+    if result.stop_reason.startswith("interrupted"):
+        return EXIT_INTERRUPTED
+    if not result.summary["validity"]["valid"]:
+        return EXIT_INVALID
+    return EXIT_OK
+
+
+@app.command("validate")
+def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> None:
+    """Check a scenario file; print every problem with its line number."""
+    scenario = load_or_exit(scenario_file, {})
+    load = scenario.load
+    what = f"{load.rate:g} req/s ({load.arrival.value})" if load.mode == "open" else f"{load.concurrency} users"
+    print(
+        f"{scenario_file}: ok — {scenario.name}: {load.mode} loop, {what} for {load.duration:g}s against {scenario.target.base_url}"
+    )
+
+
+@app.command("schema")
+def schema() -> None:
+    """Print the scenario JSON Schema (for editor completion and validation)."""
+    json.dump(Scenario.model_json_schema(by_alias=True), sys.stdout, indent=2)
+    sys.stdout.write("\n")

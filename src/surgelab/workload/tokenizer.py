@@ -48,7 +48,9 @@ class Tokenizer:
     def count(self, text: str) -> int:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def synthesize(self, n_tokens: int, rng: np.random.Generator, prefix: Sequence[int] = ()) -> str:  # pragma: no cover
+    def synthesize(
+        self, n_tokens: int, rng: np.random.Generator, prefix: Sequence[int] = ()
+    ) -> str:  # pragma: no cover
         raise NotImplementedError
 
 

@@ -1,0 +1,1 @@
+"""From records to numbers: percentiles, throughput, goodput, Little's Law, thresholds."""

@@ -1,0 +1,1 @@
+"""Protocol adapters: turn a request spec into bytes on a socket and observations back."""

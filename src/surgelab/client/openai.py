@@ -1,0 +1,203 @@
+"""OpenAI-compatible chat and text completions over aiohttp, streamed or not.
+
+One ``send`` per request fills an ``Outcome`` with timestamps from the run clock: send,
+first byte (response headers), first content token, every content chunk, end. It never
+raises for a failed request; the failure becomes the outcome's state. Only cancellation
+(the run stopping) propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+
+from surgelab.client.sse import SSEError, SSEParser
+from surgelab.metrics.record import Outcome, State
+from surgelab.scenario.model import Target
+from surgelab.workload.request import RequestSpec
+from surgelab.workload.tokenizer import Tokenizer
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout_at
+else:  # pragma: no cover
+    from async_timeout import timeout_at
+
+__all__ = ["OpenAIClient"]
+
+_CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
+
+
+class _Protocol(Exception):
+    """The server answered, but not with a valid OpenAI response."""
+
+
+class OpenAIClient:
+    """Sends completions to one target; use as an async context manager."""
+
+    def __init__(
+        self,
+        target: Target,
+        clock: Callable[[], int],
+        tokenizer: Tokenizer,
+        api_key: str | None = None,
+        pool_size: int = 0,
+    ) -> None:
+        self.target = target
+        self._clock = clock
+        self._tokenizer = tokenizer
+        self._chat = target.endpoint == "chat"
+        self._url = target.base_url + ("/chat/completions" if self._chat else "/completions")
+        self._headers = {"Content-Type": "application/json", **target.headers}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> OpenAIClient:
+        connector = aiohttp.TCPConnector(
+            limit=self._pool_size,
+            force_close=self.target.connection == "close",
+            enable_cleanup_closed=True,
+        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.target.timeouts.connect)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=self._headers, auto_decompress=True
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        """The JSON body for ``spec``; public so previews and tests can show it."""
+        body: dict[str, Any] = {"model": self.target.model, "max_tokens": spec.max_tokens}
+        if self._chat:
+            messages = [{"role": "user", "content": spec.prompt}]
+            if spec.system_prompt:
+                messages.insert(0, {"role": "system", "content": spec.system_prompt})
+            body["messages"] = messages
+        else:
+            body["prompt"] = spec.system_prompt + spec.prompt if spec.system_prompt else spec.prompt
+        if self.target.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if self.target.force_output_tokens:
+            body["ignore_eos"] = True
+            body["min_tokens"] = spec.max_tokens
+        body.update(self.target.extra_body)
+        return body
+
+    async def send(self, spec: RequestSpec, out: Outcome) -> None:
+        assert self._session is not None, "use OpenAIClient as an async context manager"
+        timeouts = self.target.timeouts
+        clock = self._clock
+        loop = asyncio.get_running_loop()
+        data = orjson.dumps(self.body(spec))
+        out.prompt_tokens = spec.prompt_tokens
+        out.sent_ns = clock()
+        started = loop.time()
+        stage = "first token"
+        try:
+            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:
+                async with self._session.post(self._url, data=data) as resp:
+                    out.first_byte_ns = clock()
+                    out.http_status = resp.status
+                    if resp.status >= 400:
+                        text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                        out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
+                        return
+                    if self.target.stream:
+                        await self._read_stream(resp, out, lambda: deadline.reschedule(started + timeouts.total))
+                    else:
+                        await self._read_whole(resp, out)
+                    stage = "total"
+        except aiohttp.ServerTimeoutError as exc:  # aiohttp's own (connect) timeout
+            out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
+        except TimeoutError:
+            if out.first_token_ns is not None:
+                stage = "total"
+            limit = timeouts.total if stage == "total" else min(timeouts.first_token, timeouts.total)
+            out.fail(State.TIMEOUT, f"{stage} timeout after {limit:g}s", clock())
+        except _Protocol as exc:
+            out.fail(State.PROTOCOL_ERROR, str(exc), clock())
+        except _CONNECTION_ERRORS as exc:
+            out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+        clock, parser, pieces, tokens = self._clock, SSEParser(), [], out.token_ns
+        done = finished = False
+        usage = None
+        try:
+            async for chunk in resp.content.iter_any():
+                now = clock()
+                for payload in parser.feed(chunk):
+                    if payload == b"[DONE]":
+                        done = True
+                        continue
+                    event = orjson.loads(payload)
+                    text, reason, event_usage = _stream_event(event)
+                    if text:
+                        if out.first_token_ns is None:
+                            out.first_token_ns = now
+                            on_first()
+                        tokens.append(now)
+                        pieces.append(text)
+                    finished = finished or reason is not None
+                    usage = event_usage or usage
+            for payload in parser.close():
+                done = done or payload == b"[DONE]"
+        except (orjson.JSONDecodeError, SSEError, TypeError, AttributeError, IndexError) as exc:
+            raise _Protocol(f"invalid stream event: {exc}") from None
+        out.end_ns = clock()
+        if not (done or finished):
+            raise _Protocol("stream ended before [DONE] or a finish_reason")
+        self._account(out, usage, pieces)
+
+    async def _read_whole(self, resp: aiohttp.ClientResponse, out: Outcome) -> None:
+        raw = await resp.read()
+        out.end_ns = out.first_token_ns = self._clock()
+        try:
+            body = orjson.loads(raw)
+            if "error" in body and "choices" not in body:
+                raise _Protocol(f"error body with status {resp.status}: {str(body['error'])[:300]}")
+            choice = body["choices"][0]
+            text = choice["message"].get("content") or "" if self._chat else choice.get("text") or ""
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise _Protocol(f"invalid response body: {type(exc).__name__}: {exc}") from None
+        self._account(out, body.get("usage"), [text])
+
+    def _account(self, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
+        """Token counts: the server's usage when it reports it, else our own count."""
+        if usage and usage.get("completion_tokens") is not None:
+            out.output_tokens = int(usage["completion_tokens"])
+            if usage.get("prompt_tokens") is not None:
+                out.prompt_tokens = int(usage["prompt_tokens"])
+            out.usage_source = "server"
+        else:
+            out.output_tokens = self._tokenizer.count("".join(pieces))
+            out.usage_source = "counted"
+        out.state = State.OK
+
+
+def _stream_event(event: dict) -> tuple[str | None, str | None, dict | None]:
+    """(content text, finish_reason, usage) of one streamed chunk, chat or completions."""
+    if "error" in event and not event.get("choices"):
+        raise _Protocol(f"error in stream: {str(event['error'])[:300]}")
+    choices = event.get("choices")
+    text = reason = None
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta")
+        if delta is not None:
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        else:
+            text = choice.get("text")
+        reason = choice.get("finish_reason")
+    return text, reason, event.get("usage")

@@ -1,0 +1,1 @@
+"""When requests are sent: arrival processes and load schedules, computable without sending."""

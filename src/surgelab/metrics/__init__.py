@@ -1,0 +1,1 @@
+"""Per-request records: their schema, incremental Parquet writing, and reading them back."""

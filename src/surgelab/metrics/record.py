@@ -1,0 +1,82 @@
+"""The per-request record: one row per scheduled request, whatever became of it.
+
+Times are integer nanoseconds on one monotonic clock, relative to the run's start (``t0``),
+so they subtract exactly. A request that never reached a stage has a null there.
+"""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+__all__ = ["State", "FAILED_STATES", "Outcome", "RECORD_SCHEMA"]
+
+
+class State(str, enum.Enum):
+    """The one final state of every scheduled request."""
+
+    OK = "ok"
+    HTTP_ERROR = "http_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    PROTOCOL_ERROR = "protocol_error"
+    CANCELLED = "cancelled"
+    DROPPED = "dropped"
+
+
+FAILED_STATES = (State.HTTP_ERROR, State.TIMEOUT, State.CONNECTION_ERROR, State.PROTOCOL_ERROR)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a client observed for one request; mutable while the request is under way.
+
+    ``token_ns`` holds the arrival time of every content-bearing chunk in a flat C array
+    (no per-token Python objects); inter-token latencies are its successive differences.
+    """
+
+    state: State = State.OK
+    sent_ns: int | None = None
+    first_byte_ns: int | None = None
+    first_token_ns: int | None = None
+    end_ns: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_source: str = "none"  # "server", "counted" or "none"
+    http_status: int | None = None
+    error: str | None = None
+    token_ns: array = field(default_factory=lambda: array("q"))
+
+    def fail(self, state: State, error: str, now_ns: int) -> None:
+        self.state = state
+        self.error = error[:500]
+        self.end_ns = now_ns
+
+
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("worker", pa.int16(), nullable=False),
+        pa.field("user", pa.int32(), nullable=False),  # closed-loop user, -1 in open loop
+        pa.field("phase", pa.string(), nullable=False),
+        pa.field("request_class", pa.string(), nullable=False),
+        pa.field("warmup", pa.bool_(), nullable=False),
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("intended_ns", pa.int64(), nullable=False),
+        pa.field("sent_ns", pa.int64()),
+        pa.field("first_byte_ns", pa.int64()),
+        pa.field("first_token_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("output_tokens", pa.int32()),
+        pa.field("usage_source", pa.string(), nullable=False),
+        pa.field("http_status", pa.int16()),
+        pa.field("error", pa.string()),
+        pa.field("itl_us", pa.list_(pa.int32()), nullable=False),  # gaps between content chunks
+    ],
+    metadata={"surgelab.record_version": "1"},
+)
+"""Column layout of ``records.parquet``; documented field by field in docs/records.md."""

@@ -1,0 +1,1 @@
+"""Presenting results: terminal live view and summary table (HTML reports come later)."""

@@ -1,0 +1,123 @@
+"""Terminal output: a live view while a run is under way and a final summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from surgelab.runner.live import LiveSnapshot
+from surgelab.units import format_duration
+
+__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary"]
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
+def render_snapshot(s: LiveSnapshot) -> Panel:
+    """One frame of the live view."""
+    remaining = max(s.duration_s - s.elapsed_s, 0)
+    table = Table.grid(padding=(0, 2))
+    for _ in range(4):
+        table.add_column()
+    table.add_row("elapsed", format_duration(s.elapsed_s), "remaining", format_duration(remaining))
+    table.add_row("target", s.target, "sending", f"{s.send_rate:.1f} req/s")
+    table.add_row("in flight", str(s.in_flight), "completing", f"{s.completion_rate:.1f} req/s")
+    table.add_row(
+        "ok", f"{s.ok:,}", "errors", Text(f"{s.failed:,} ({s.error_rate:.1%})", style="red" if s.failed else "")
+    )
+    table.add_row("dropped", f"{s.dropped:,}", "cancelled", f"{s.cancelled:,}")
+    table.add_row("TTFT p50/p99", f"{_ms(s.ttft_p50_ms)} / {_ms(s.ttft_p99_ms)}",
+                  "E2E p50/p99", f"{_ms(s.e2e_p50_ms)} / {_ms(s.e2e_p99_ms)}")  # fmt: skip
+    table.add_row("schedule lag p99", _ms(s.lag_p99_ms), "", "")
+    return Panel(table, title="surgelab run", border_style="cyan")
+
+
+class LiveView:
+    """Redraws the latest snapshot in place on a terminal; silent elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def update(self, snapshot: LiveSnapshot) -> None:
+        if self._live is not None:
+            self._live.update(render_snapshot(snapshot))
+
+
+def summary_table(summary: dict[str, Any]) -> Group:
+    """The final summary as rich renderables (tests render it into a string console)."""
+    req, thr = summary["requests"], summary["throughput"]
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row(
+        "run", f"{summary['name']} · {summary['mode']} loop · {summary['target']['url']} · {summary['target']['model']}"
+    )
+    head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
+    head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
+                 f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled (error rate {req['error_rate']:.2%})")  # fmt: skip
+    head.add_row("throughput", f"{thr['requests_per_s']:.2f} req/s · {thr['output_tokens_per_s']:,.0f} output tok/s · "
+                 f"goodput {summary['goodput']['requests_per_s']:.2f} req/s")  # fmt: skip
+    conc = summary["concurrency"]
+    if conc["mean_in_flight"] is not None and conc["littles_law_estimate"] is not None:
+        head.add_row(
+            "in flight",
+            f"{conc['mean_in_flight']:.2f} measured · {conc['littles_law_estimate']:.2f} by Little's Law (λ·W)",
+        )
+
+    lat = Table(title="latency (ms) — from the intended send time, as users felt it", title_justify="left")
+    lat.add_column("metric")
+    for col in ("mean", "p50", "p90", "p95", "p99", "max", "count"):
+        lat.add_column(col, justify="right")
+    rows = [(k.upper(), v) for k, v in summary["latency_ms"].items()]
+    rows += [(f"{k.upper()} (service)", v) for k, v in summary["service_latency_ms"].items()]
+    for name, d in rows:
+        lat.add_row(name, *(_num(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(d["count"]))
+
+    parts: list[Any] = [head, lat]
+    lag = summary["schedule_lag_ms"]
+    validity = summary["validity"]
+    verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
+    parts.append(Text.from_markup(f"schedule lag p50 {_num(lag['p50'])} ms · p99 {_num(lag['p99'])} ms — {verdict}"))
+    for t in summary["thresholds"]:
+        mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
+        parts.append(Text.from_markup(f"{mark}  {t['expr']}  (observed {_observed(t)})"))
+    return Group(*parts)
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _observed(t: dict[str, Any]) -> str:
+    value = t["observed"]
+    if value is None:
+        return "no data"
+    if "(" in t["metric"]:
+        return f"{value * 1000:,.1f} ms"
+    if t["metric"] in ("error_rate", "drop_rate"):
+        return f"{value:.3%}"
+    return f"{value:,.2f}"
+
+
+def print_summary(summary: dict[str, Any], console: Console) -> None:
+    console.print(summary_table(summary))

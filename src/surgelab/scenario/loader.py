@@ -1,0 +1,138 @@
+"""Load a scenario from YAML (plus command-line overrides) with errors that point at lines.
+
+Every validation error is reported at once, each as ``file:line: field.path: what was
+expected``, so a user fixes the file in one pass instead of one error per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from surgelab.scenario.model import Scenario
+
+__all__ = ["ScenarioError", "load_scenario", "build_scenario", "set_dotted"]
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; ``messages`` holds one line per problem."""
+
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = messages
+        super().__init__("\n".join(messages))
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``data['a']['b'] = value`` for ``'a.b'``, creating mappings on the way."""
+    *parents, leaf = dotted.split(".")
+    node = data
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[leaf] = value
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest YAML node that ``loc`` reaches."""
+    node, line = root, (root.start_mark.line + 1 if root is not None else None)
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                continue  # a union tag or a model name in the location: skip it
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            continue
+        line = node.start_mark.line + 1
+    return line
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown field (check its spelling; `surgelab schema` lists every field)"
+    elif error["type"] == "missing":
+        message = "required field is missing"
+    given = error.get("input")
+    if (
+        error["type"] not in ("missing", "extra_forbidden")
+        and isinstance(given, (str, int, float))
+        and repr(given) not in message
+    ):
+        message += f" (got {given!r})"
+    return message
+
+
+def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+    """Dotted path of the fields in ``loc``, without pydantic's union tags."""
+    text, node = "", data
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            continue
+        if "[" in part or (isinstance(node, dict) and node.get("dist") == part and part not in node):
+            continue  # a union member's tag, not a field
+        text += f".{part}" if text else part
+        node = node.get(part) if isinstance(node, dict) else None
+    return text
+
+
+def build_scenario(
+    data: Any,
+    *,
+    source: str = "<scenario>",
+    root: yaml.Node | None = None,
+    overrides: Mapping[str, tuple[str, Any]] | None = None,
+) -> Scenario:
+    """Validate raw data after applying ``overrides`` ({dotted.path: (flag, value)})."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError([f"{source}:1: expected a mapping of scenario fields at the top level"])
+    flags: dict[tuple[str, ...], str] = {}
+    for dotted, (flag, value) in (overrides or {}).items():
+        set_dotted(data, dotted, value)
+        flags[tuple(dotted.split("."))] = flag
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        messages = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            path = _field_path(loc, data)
+            flag = next((f for p, f in flags.items() if loc[: len(p)] == p), None)
+            where = f"{flag}" if flag else f"{source}:{_line_of(root, loc) or 1}"
+            messages.append(f"{where}: {path or 'scenario'}: {_describe(error)}")
+        raise ScenarioError(messages) from None
+
+
+def load_scenario(
+    path: str | Path | None,
+    overrides: Mapping[str, tuple[str, Any]] | None = None,
+) -> Scenario:
+    """Read ``path`` (or start empty when None) and validate it with ``overrides`` applied."""
+    if path is None:
+        return build_scenario({}, source="command line", overrides=overrides)
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError([f"{path}: cannot read scenario file: {exc.strerror or exc}"]) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError([f"{path}:{line}: invalid YAML: {problem}"]) from None
+    return build_scenario(data, source=str(path), root=root, overrides=overrides)

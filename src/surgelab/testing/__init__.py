@@ -1,0 +1,1 @@
+"""Targets with exactly known behaviour, for tests, benchmarks and client calibration."""

@@ -1,0 +1,142 @@
+"""A streaming OpenAI-style server whose timing and failures are scripted exactly.
+
+The first token leaves ``ttft`` seconds after the request arrives and each further token
+``itl`` seconds after the previous one, on absolute deadlines so delays never accumulate.
+With ``ttft = itl = 0`` it is the zero-delay server that measures a client's own ceiling.
+
+The requested ``model`` name picks a behaviour, so one server process serves every case:
+
+    ok (any other name)  stream max_tokens tokens        status-NNN   answer HTTP NNN
+    stall                accept, never send a byte       reset        cut the connection mid-stream
+    garbage              send invalid JSON in the stream no-done      close the stream without [DONE]
+    no-usage             stream without a usage chunk    slow-N       N seconds between tokens
+
+Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
+``listening on http://127.0.0.1:PORT`` once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+
+import orjson
+from aiohttp import web
+
+from surgelab.runner.loop import run_async
+from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+
+__all__ = ["make_app", "serve"]
+
+_TOKENIZER = BuiltinTokenizer()
+
+
+def _chunk(chat: bool, model: str, text: str | None, finish: str | None = None, usage: dict | None = None) -> bytes:
+    if usage is not None:
+        choices: list = []
+    elif chat:
+        choices = [{"index": 0, "delta": {"content": text} if text is not None else {}, "finish_reason": finish}]
+    else:
+        choices = [{"index": 0, "text": text or "", "finish_reason": finish}]
+    body = {"id": "cmpl-scripted", "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()), "model": model, "choices": choices}  # fmt: skip
+    if usage is not None:
+        body["usage"] = usage
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _prompt_tokens(body: dict, chat: bool) -> int:
+    if chat:
+        return sum(
+            _TOKENIZER.count(m.get("content") or "")
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), str)
+        )
+    return _TOKENIZER.count(str(body.get("prompt", "")))
+
+
+def make_app(ttft: float, itl: float) -> web.Application:
+    async def completions(request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
+        chat = request.path.endswith("/chat/completions")
+        body = orjson.loads(await request.read())
+        model = str(body.get("model", "ok"))
+        n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        gap = float(model[5:]) if model.startswith("slow-") else itl
+        if model.startswith("status-"):
+            status = int(model[7:])
+            headers = {"Retry-After": "1"} if status == 429 else None
+            return web.json_response(
+                {"error": {"message": f"scripted {status}", "type": "scripted"}}, status=status, headers=headers
+            )
+        if model == "stall":
+            await asyncio.sleep(3600)
+        words = [" " + VOCABULARY[i % len(VOCABULARY)] for i in range(n)]
+        usage = {"prompt_tokens": _prompt_tokens(body, chat), "completion_tokens": n,
+                 "total_tokens": _prompt_tokens(body, chat) + n}  # fmt: skip
+        if not body.get("stream"):
+            await asyncio.sleep(max(arrived + ttft + gap * (n - 1) - time.monotonic(), 0))
+            text = "".join(words)
+            choice = {"index": 0, "finish_reason": "length",
+                      **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}  # fmt: skip
+            return web.json_response({"id": "cmpl-scripted", "object": "chat.completion" if chat else "text_completion",
+                                      "model": model, "choices": [choice], "usage": usage})  # fmt: skip
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        for k, word in enumerate(words):
+            delay = arrived + ttft + gap * k - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if model == "reset" and k == n // 2:
+                request.transport.abort() if request.transport else None
+                return resp
+            if model == "garbage" and k == n // 2:
+                await resp.write(b"data: {not json\n\n")
+                continue
+            await resp.write(_chunk(chat, model, word, "length" if k == n - 1 and model != "no-done" else None))
+        if model == "no-done":
+            return resp
+        if model != "no-usage" and (body.get("stream_options") or {}).get("include_usage"):
+            await resp.write(_chunk(chat, model, None, usage=usage))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "ok", "object": "model"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", lambda r: web.Response(text="ok"))
+    return app
+
+
+async def serve(host: str, port: int, ttft: float, itl: float) -> None:
+    runner = web.AppRunner(make_app(ttft, itl), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    bound = runner.addresses[0][1]
+    print(f"listening on http://{host}:{bound}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
+    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(serve(args.host, args.port, args.ttft, args.itl))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Sampling distributions for token lengths and think times, as scenario data.
+
+A bare number means a fixed value; otherwise ``{dist: uniform, min: .., max: ..}`` and so on.
+Durations (think time) accept unit strings such as ``2s``; lengths are rounded to integers
+by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from surgelab.units import parse_duration
+
+__all__ = ["Distribution", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "as_distribution"]
+
+
+def _number(value: Any) -> Any:
+    """Accept durations with units wherever a number is expected (``2s`` → 2.0)."""
+    if isinstance(value, str):
+        return parse_duration(value)
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+
+
+class _Dist(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def mean(self) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+
+class Fixed(_Dist):
+    dist: Literal["fixed"] = "fixed"
+    value: Number = Field(ge=0)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.full(size, self.value, dtype=float)
+
+    @property
+    def mean(self) -> float:
+        return self.value
+
+
+class Uniform(_Dist):
+    dist: Literal["uniform"]
+    min: Number = Field(ge=0)
+    max: Number = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if self.max < self.min:
+            raise ValueError("max must be >= min")
+        return self
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.uniform(self.min, self.max, size=size)
+
+    @property
+    def mean(self) -> float:
+        return (self.min + self.max) / 2
+
+
+class Normal(_Dist):
+    """Normal, clipped to [min, max] (min defaults to 0: no negative lengths or times)."""
+
+    dist: Literal["normal"]
+    mean_: Number = Field(alias="mean", ge=0)
+    std: Number = Field(ge=0)
+    min: Number = 0.0
+    max: Number = float("inf")
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.clip(rng.normal(self.mean_, self.std, size=size), self.min, self.max)
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+
+class LogNormal(_Dist):
+    """Log-normal given by its own mean and standard deviation (not those of the log)."""
+
+    dist: Literal["lognormal"]
+    mean_: Number = Field(alias="mean", gt=0)
+    std: Number = Field(ge=0)
+    max: Number = float("inf")
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        sigma2 = np.log1p((self.std / self.mean_) ** 2)
+        mu = np.log(self.mean_) - sigma2 / 2
+        return np.minimum(rng.lognormal(mu, np.sqrt(sigma2), size=size), self.max)
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+
+class Exponential(_Dist):
+    dist: Literal["exponential"]
+    mean_: Number = Field(alias="mean", ge=0)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.exponential(self.mean_, size=size) if self.mean_ > 0 else np.zeros(size)
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+
+def as_distribution(value: Any) -> Any:
+    """A bare number (or duration string) is shorthand for a fixed distribution."""
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return {"dist": "fixed", "value": value}
+    return value
+
+
+Distribution = Annotated[
+    Fixed | Uniform | Normal | LogNormal | Exponential,
+    Field(discriminator="dist"),
+    BeforeValidator(as_distribution),
+]
+"""Any of the distributions above, or a bare number for a fixed value."""
