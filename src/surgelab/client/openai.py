@@ -105,7 +105,7 @@ class OpenAIClient:
         started = loop.time()
         stage = "first token"
         try:
-            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:
+            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
                 async with self._session.post(self._url, data=data) as resp:
                     out.first_byte_ns = clock()
                     out.http_status = resp.status
