@@ -1,0 +1,116 @@
+"""``surgelab serve``: the embedded OpenAI-compatible server on the engine model."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from surgelab.cli import app
+
+_FAULTS = "Faults"
+_ENGINE = "Engine"
+
+
+@app.command("serve")
+def serve_command(
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8000, help="Port to bind; 0 picks a free one."),
+    profile: str = typer.Option("llama3-8b-h100", help="Profile name or a .yaml/.json file."),
+    model: str | None = typer.Option(None, help="Model name to serve (default: the profile's)."),
+    seed: int = typer.Option(0, help="Seed for output lengths, text and faults."),
+    typical_output_tokens: int = typer.Option(
+        128, min=1, help="Median output length when the caller does not force one."
+    ),
+    max_num_seqs: int | None = typer.Option(
+        None, min=1, help="Override: most sequences in the running batch.", rich_help_panel=_ENGINE
+    ),
+    kv_capacity: int | None = typer.Option(
+        None, min=1, help="Override: KV-cache capacity in tokens.", rich_help_panel=_ENGINE
+    ),
+    max_batched_tokens: int | None = typer.Option(
+        None, min=1, help="Override: token budget per step.", rich_help_panel=_ENGINE
+    ),
+    prefix_caching: bool = typer.Option(
+        True,
+        "--prefix-caching/--no-prefix-caching",
+        help="Reuse KV of shared prompt prefixes.",
+        rich_help_panel=_ENGINE,
+    ),
+    faults: Path | None = typer.Option(
+        None, help="YAML file of fault knobs; flags override it.", rich_help_panel=_FAULTS
+    ),
+    error_rate: str | None = typer.Option(
+        None, help="Fraction answered with an error, e.g. 2% or 0.02.", rich_help_panel=_FAULTS
+    ),
+    error_status: str | None = typer.Option(
+        None, help="Status of injected errors (default 500).", rich_help_panel=_FAULTS
+    ),
+    max_inflight: str | None = typer.Option(
+        None, help="Rate limit: 429 beyond this many requests in flight.", rich_help_panel=_FAULTS
+    ),
+    retry_after: str | None = typer.Option(None, help="Retry-After on a 429 (default 1s).", rich_help_panel=_FAULTS),
+    spike_probability: str | None = typer.Option(
+        None, help="Fraction of requests delayed by --spike-delay.", rich_help_panel=_FAULTS
+    ),
+    spike_delay: str | None = typer.Option(
+        None, help="Delay added by a latency spike, e.g. 500ms.", rich_help_panel=_FAULTS
+    ),
+    cold_start: str | None = typer.Option(
+        None, help="'Model load' time begun by the first request.", rich_help_panel=_FAULTS
+    ),
+    crash_after: str | None = typer.Option(
+        None, help="Exit (status 1) this long after start.", rich_help_panel=_FAULTS
+    ),
+    stall_after: str | None = typer.Option(
+        None, help="Stop answering anything this long after start.", rich_help_panel=_FAULTS
+    ),
+) -> None:
+    """Serve an OpenAI-compatible API backed by the engine model (Ctrl-C stops it)."""
+    from surgelab.engine import ProfileError, load_profile
+    from surgelab.server import ConfigError, FaultConfig, ServerConfig, read_fault_file, serve
+
+    flags: dict[str, Any] = {
+        "error_rate": error_rate,
+        "error_status": error_status,
+        "max_inflight": max_inflight,
+        "retry_after": retry_after,
+        "spike_probability": spike_probability,
+        "spike_delay": spike_delay,
+        "cold_start": cold_start,
+        "crash_after": crash_after,
+        "stall_after": stall_after,
+    }
+    overrides = {
+        "max_num_seqs": max_num_seqs,
+        "kv_capacity_tokens": kv_capacity,
+        "max_batched_tokens": max_batched_tokens,
+    }
+    try:
+        engine_profile = load_profile(profile)
+        engine_profile = dataclasses.replace(engine_profile, **{k: v for k, v in overrides.items() if v is not None})
+        errors = engine_profile.validate()
+        if errors:
+            raise ProfileError("; ".join(errors))
+        knobs = read_fault_file(faults) if faults is not None else {}
+        knobs.update({k: v for k, v in flags.items() if v is not None})
+        config = ServerConfig(
+            profile=engine_profile,
+            host=host,
+            port=port,
+            model=model,
+            seed=seed,
+            prefix_caching=prefix_caching,
+            typical_output_tokens=typical_output_tokens,
+            faults=FaultConfig.from_mapping(knobs),
+        )
+    except (ProfileError, ConfigError) as exc:
+        typer.echo(f"surgelab serve: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        serve(config)
+    except OSError as exc:  # e.g. the port is taken
+        typer.echo(f"surgelab serve: error: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None

@@ -1,0 +1,222 @@
+"""The aiohttp application: OpenAI-compatible routes over one engine driven in wall time."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+from aiohttp import web
+
+from surgelab.engine import Engine, EngineRequest, RequestRejected, prefix_block_hashes
+from surgelab.server.config import ServerConfig
+from surgelab.server.driver import EngineDriver
+from surgelab.server.faults import FaultInjector
+from surgelab.server.metrics import CONTENT_TYPE, ServerMetrics
+from surgelab.server.protocol import (
+    ApiError,
+    EmbeddingInput,
+    Generation,
+    parse_body,
+    parse_chat,
+    parse_completion,
+    parse_embeddings,
+    plan_output,
+)
+from surgelab.server.responses import DONE, Completion, usage
+from surgelab.workload.tokenizer import _PIECES, VOCABULARY
+
+__all__ = ["InferenceServer", "build_app"]
+
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_WORDS = tuple(" " + w for w in VOCABULARY)
+T = TypeVar("T")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_app(config: ServerConfig) -> web.Application:
+    """A ready-to-run application; the engine starts with the app and stops with it."""
+    return InferenceServer(config).app
+
+
+@web.middleware
+async def _api_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.Response(status=exc.status, body=exc.body(), headers=exc.headers, content_type="application/json")
+
+
+class InferenceServer:
+    """Routes, in-flight accounting and token streaming for one engine replica."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.model = config.served_model
+        self.metrics = ServerMetrics(self.model)
+        self.engine = Engine(config.profile, prefix_caching=config.prefix_caching)
+        self.driver = EngineDriver(self.engine, on_step=self.metrics.observe_step)
+        self.faults = FaultInjector(config.faults, config.seed)
+        self.inflight = 0
+        self._ids = itertools.count()
+        app = web.Application(middlewares=[_api_errors], client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.prometheus)
+        app.on_startup.append(self._start)
+        app.on_cleanup.append(self._stop)
+        self.app = app
+
+    async def _start(self, _app: web.Application) -> None:
+        self.driver.start()
+        self.faults.arm(on_stall=self.driver.freeze)
+
+    async def _stop(self, _app: web.Application) -> None:
+        await self.driver.close()
+
+    async def health(self, _request: web.Request) -> web.Response:
+        await self.faults.hang_if_stalled()
+        return web.Response(status=200)
+
+    async def prometheus(self, _request: web.Request) -> web.Response:
+        await self.faults.hang_if_stalled()
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def models(self, _request: web.Request) -> web.Response:
+        await self.faults.hang_if_stalled()
+        card = {
+            "id": self.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "surgelab",
+            "max_model_len": self.config.profile.max_model_len,
+        }
+        return _json({"object": "list", "data": [card]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._inference(request, parse_chat, self._generate)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._inference(request, parse_completion, self._generate)
+
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._inference(request, parse_embeddings, self._embed)
+
+    async def _inference(
+        self,
+        request: web.Request,
+        parse: Callable[[Any], T],
+        serve: Callable[[web.Request, T], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        """The front door every inference request passes, in the order the faults doc states."""
+        await self.faults.hang_if_stalled()
+        self.inflight += 1
+        try:
+            parsed = parse(parse_body(await request.read()))
+            self.faults.check_admission(self.inflight)
+            await self.faults.delay()
+            return await serve(request, parsed)
+        finally:
+            self.inflight -= 1
+
+    async def _generate(self, request: web.Request, gen: Generation) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        number = next(self._ids)
+        rng = np.random.default_rng([self.config.seed, number if gen.seed is None else gen.seed])
+        context_left = self.config.profile.max_model_len - gen.prompt_tokens
+        n, finish = plan_output(gen, context_left, self.config.typical_output_tokens, rng)
+        words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), size=n)]
+        rid = f"{number:x}"
+        stream = self._submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
+        completion = Completion(rid, self.model, gen.chat)
+        response: web.StreamResponse | None = None
+        sent, first_at = 0, arrival
+        try:
+            if gen.stream:
+                response = web.StreamResponse(headers=_SSE_HEADERS)
+                await response.prepare(request)
+            while sent < n:
+                k, _ = await stream.receive()
+                if k and sent == 0:
+                    first_at = loop.time()
+                if response is not None and k:
+                    batch = words[sent : sent + k]
+                    if sent + k == n:
+                        data = completion.tokens(batch[:-1], first=sent == 0) + completion.last_token(
+                            batch[-1], first=sent == 0 and k == 1, finish_reason=finish
+                        )
+                    else:
+                        data = completion.tokens(batch, first=sent == 0)
+                    await response.write(data)
+                sent += k
+        except ConnectionResetError:  # the client went away mid-stream
+            self.driver.cancel(rid)
+            return response or web.Response(status=499)
+        except BaseException:
+            self.driver.cancel(rid)
+            raise
+        self.metrics.observe_finished(finish, first_at - arrival, loop.time() - arrival, n)
+        totals = usage(gen.prompt_tokens, n)
+        if response is None:
+            return _raw_json(completion.whole("".join(words), finish, totals))
+        tail = completion.usage_chunk(totals) if gen.include_usage else b""
+        await response.write(tail + DONE)
+        await response.write_eof()
+        return response
+
+    async def _embed(self, _request: web.Request, inputs: EmbeddingInput) -> web.StreamResponse:
+        stream = self._submit(EngineRequest(f"e{next(self._ids):x}", sum(inputs.token_counts), 1))
+        while not (await stream.receive())[1]:
+            pass
+        data = []
+        for index, text in enumerate(inputs.texts):
+            vector = _embedding(text, self.config.embedding_dim)
+            encoded = base64.b64encode(vector.tobytes()).decode() if inputs.base64 else vector.tolist()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        total = sum(inputs.token_counts)
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": self.model,
+                "usage": {"prompt_tokens": total, "total_tokens": total},
+            }
+        )
+
+    def _submit(self, engine_request: EngineRequest):
+        try:
+            stream = self.driver.submit(engine_request)
+        except RequestRejected as exc:
+            raise ApiError(400, str(exc), code="context_length_exceeded") from None
+        self.metrics.observe_admitted(engine_request.prompt_tokens)
+        return stream
+
+    def _hashes(self, gen: Generation) -> tuple[int, ...]:
+        if not self.config.prefix_caching or not gen.prompt_text:
+            return ()
+        pieces = _PIECES.findall(gen.prompt_text)
+        return prefix_block_hashes(pieces, self.config.profile.block_size)
+
+
+def _embedding(text: str, dim: int) -> np.ndarray:
+    """A unit vector determined by the text alone."""
+    seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vector / np.float32(np.linalg.norm(vector))
+
+
+def _json(body: Any) -> web.Response:
+    return _raw_json(orjson.dumps(body))
+
+
+def _raw_json(data: bytes) -> web.Response:
+    return web.Response(body=data, content_type="application/json")

@@ -1,0 +1,204 @@
+"""The OpenAI request shapes the server accepts, parsed into typed requests or an ApiError.
+
+Prompt tokens are counted with ``BuiltinTokenizer`` so a client using the same tokenizer
+agrees exactly: the sum over chat messages of the text content, or the completion prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from surgelab.workload.tokenizer import BuiltinTokenizer
+
+__all__ = [
+    "ApiError",
+    "Generation",
+    "EmbeddingInput",
+    "parse_body",
+    "parse_chat",
+    "parse_completion",
+    "parse_embeddings",
+    "plan_output",
+]
+
+_TOKENIZER = BuiltinTokenizer()
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type
+        self.param, self.code, self.headers = param, code, dict(headers or {})
+
+    def body(self) -> bytes:
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        return orjson.dumps({"error": error})
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A chat or completion request, reduced to what the engine and the stream need."""
+
+    chat: bool
+    prompt_tokens: int
+    prompt_text: str
+    max_tokens: int | None
+    min_tokens: int
+    ignore_eos: bool
+    stream: bool
+    include_usage: bool
+    seed: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingInput:
+    texts: tuple[str, ...]
+    token_counts: tuple[int, ...]
+    base64: bool
+
+
+def parse_body(raw: bytes) -> Mapping[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+def parse_chat(body: Mapping[str, Any]) -> Generation:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
+    return _generation(body, chat=True, texts=texts)
+
+
+def parse_completion(body: Mapping[str, Any]) -> Generation:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return _generation(body, chat=False, texts=[prompt])
+    if isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
+        return _generation(body, chat=False, texts=[], token_ids=len(prompt))
+    raise ApiError(400, "'prompt' must be a string or an array of token ids (one prompt only)", param="prompt")
+
+
+def parse_embeddings(body: Mapping[str, Any]) -> EmbeddingInput:
+    raw = body.get("input")
+    items = raw if isinstance(raw, list) and raw and not all(_is_int(t) for t in raw) else [raw]
+    texts, counts = [], []
+    for item in items:
+        if isinstance(item, str) and item:
+            texts.append(item)
+            counts.append(_TOKENIZER.count(item))
+        elif isinstance(item, list) and item and all(_is_int(t) for t in item):
+            texts.append(" ".join(map(str, item)))
+            counts.append(len(item))
+        else:
+            raise ApiError(
+                400, "'input' must be a non-empty string, array of strings, or token array(s)", param="input"
+            )
+    fmt = body.get("encoding_format", "float")
+    if fmt not in ("float", "base64"):
+        raise ApiError(400, "'encoding_format' must be 'float' or 'base64'", param="encoding_format")
+    return EmbeddingInput(tuple(texts), tuple(counts), fmt == "base64")
+
+
+def _message_texts(message: Any, index: int) -> list[str]:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise ApiError(400, f"{param} must be an object with a 'role'", param=param)
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return [content or ""]
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or "type" not in part:
+                raise ApiError(400, f"{param}.content parts must be objects with a 'type'", param=param)
+            if part["type"] == "text":
+                if not isinstance(part.get("text"), str):
+                    raise ApiError(400, f"{param}.content text part needs 'text'", param=param)
+                parts.append(part["text"])
+        return parts
+    raise ApiError(400, f"{param}.content must be a string or an array of parts", param=param)
+
+
+def _generation(body: Mapping[str, Any], *, chat: bool, texts: list[str], token_ids: int = 0) -> Generation:
+    names = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
+    max_tokens = next((body[n] for n in names if body.get(n) is not None), None)
+    if max_tokens is not None and not (_is_int(max_tokens) and max_tokens >= 1):
+        raise ApiError(400, "'max_tokens' must be an integer >= 1", param="max_tokens")
+    min_tokens = body.get("min_tokens") or 0
+    if not _is_int(min_tokens) or min_tokens < 0:
+        raise ApiError(400, "'min_tokens' must be an integer >= 0", param="min_tokens")
+    if max_tokens is not None and min_tokens > max_tokens:
+        raise ApiError(400, "'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
+    n = body.get("n", 1)
+    if n != 1:
+        raise ApiError(400, "only n=1 is supported", param="n")
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise ApiError(400, "'seed' must be an integer", param="seed")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "'stream_options' must be an object", param="stream_options")
+    prompt_tokens = token_ids + sum(_TOKENIZER.count(t) for t in texts)
+    if prompt_tokens < 1:
+        raise ApiError(400, "the prompt is empty", param="messages" if chat else "prompt")
+    return Generation(
+        chat=chat,
+        prompt_tokens=prompt_tokens,
+        prompt_text="".join(texts),
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(options.get("include_usage", False)),
+        seed=seed,
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def plan_output(gen: Generation, context_left: int, typical: int, rng: np.random.Generator) -> tuple[int, str]:
+    """How many tokens to generate, and the finish reason a real model would report.
+
+    ``ignore_eos`` generates up to the cap (``max_tokens``, else the context left). Otherwise
+    the 'natural' length is log-normal around ``typical`` (σ = 0.8), raised to ``min_tokens``
+    and cut at the cap; a cut reports ``length``, a natural end ``stop``.
+    """
+    cap = min(gen.max_tokens, context_left) if gen.max_tokens is not None else context_left
+    if cap < 1 or gen.min_tokens > cap:
+        raise ApiError(
+            400,
+            f"this model's context length leaves {max(cap, 0)} tokens for the "
+            f"output of a {gen.prompt_tokens}-token prompt",
+            param="max_tokens",
+            code="context_length_exceeded",
+        )
+    if gen.ignore_eos:
+        return cap, "length"
+    natural = max(1, gen.min_tokens, round(typical * float(rng.lognormal(0.0, 0.8))))
+    return (cap, "length") if natural >= cap else (natural, "stop")
