@@ -12,7 +12,10 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
     no-usage             stream without a usage chunk    slow-N       N seconds between tokens
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
-``listening on http://127.0.0.1:PORT`` once it accepts connections.
+``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
+many completion requests arrived over how many distinct TCP connections (by client port), so
+tests can tell pooled keep-alive from a new connection per request, and the last
+``Authorization`` header, so tests can check that a key reached the server.
 """
 
 from __future__ import annotations
@@ -58,8 +61,17 @@ def _prompt_tokens(body: dict, chat: bool) -> int:
 
 
 def make_app(ttft: float, itl: float) -> web.Application:
+    peers: set[tuple] = set()
+    stats = {"requests": 0, "connections": 0, "authorization": None}
+
     async def completions(request: web.Request) -> web.StreamResponse:
         arrived = time.monotonic()
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        stats["requests"] += 1
+        if peer is not None and tuple(peer) not in peers:
+            peers.add(tuple(peer))
+            stats["connections"] += 1
+        stats["authorization"] = request.headers.get("Authorization")
         chat = request.path.endswith("/chat/completions")
         body = orjson.loads(await request.read())
         model = str(body.get("model", "ok"))
@@ -111,6 +123,7 @@ def make_app(ttft: float, itl: float) -> web.Application:
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", lambda r: web.Response(text="ok"))
+    app.router.add_get("/stats", lambda r: web.json_response(stats))
     return app
 
 
