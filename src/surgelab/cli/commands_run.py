@@ -152,7 +152,14 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
 
 
 @app.command("schema")
-def schema() -> None:
+def schema(
+    markdown: bool = typer.Option(False, "--markdown", help="Print the Markdown scenario reference instead."),
+) -> None:
     """Print the scenario JSON Schema (for editor completion and validation)."""
+    if markdown:
+        from surgelab.scenario.reference import markdown as reference
+
+        sys.stdout.write(reference())
+        return
     json.dump(Scenario.model_json_schema(by_alias=True), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -26,6 +26,8 @@ class _Model(BaseModel):
 
 
 class Timeouts(_Model):
+    """Each expiry ends the request in state ``timeout`` with the stage named in its error."""
+
     connect: PositiveSeconds = Field(10.0, description="TCP (and TLS) connection set-up.")
     first_token: PositiveSeconds = Field(60.0, description="From send to the first content token.")
     total: PositiveSeconds = Field(300.0, description="From send to the end of the response.")
@@ -106,10 +108,10 @@ class Workload(_Model):
 class Slo(_Model):
     """Per-request service-level objectives; goodput counts requests meeting all that are set."""
 
-    ttft: Seconds | None = None
+    ttft: Seconds | None = Field(None, description="Time to first token, from the intended send.")
     itl: Seconds | None = Field(None, description="Bound on a request's mean inter-token latency.")
-    tpot: Seconds | None = None
-    e2e: Seconds | None = None
+    tpot: Seconds | None = Field(None, description="Time per output token after the first.")
+    e2e: Seconds | None = Field(None, description="Whole response, from the intended send.")
 
 
 class Validity(_Model):
@@ -120,6 +122,8 @@ class Validity(_Model):
 
 
 class Output(_Model):
+    """Where the run directory goes; records are flushed so a crash loses at most one interval."""
+
     dir: str | None = Field(None, description="Run directory; default runs/<name>-<timestamp>.")
     flush_interval: PositiveSeconds = Field(1.0, description="How often records are written to disk.")
 
@@ -127,13 +131,13 @@ class Output(_Model):
 class Scenario(_Model):
     """A complete, reproducible test: the resolved form is saved in every run directory."""
 
-    name: str = "run"
-    description: str = ""
-    seed: int = Field(0, ge=0)
-    target: Target
-    load: Load
-    workload: Workload = Workload()
-    slo: Slo = Slo()
-    thresholds: list[Threshold] = Field(default_factory=list)
-    validity: Validity = Validity()
-    output: Output = Output()
+    name: str = Field("run", description="Names the run (and its default directory).")
+    description: str = Field("", description="Free text for people reading the scenario.")
+    seed: int = Field(0, ge=0, description="Fixes the arrival schedule and the workload: same seed, same requests.")
+    target: Target = Field(description="The endpoint under test.")
+    load: Load = Field(description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
+    workload: Workload = Field(Workload(), description="What each request asks for.")
+    slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
+    thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
+    validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
+    output: Output = Field(Output(), description="Where and how often results are written.")
