@@ -1,0 +1,184 @@
+"""Shared fixtures: scripted loopback servers with known timing, and helpers that run load.
+
+The scripted servers are real subprocesses on real sockets, started once per session:
+``timed_server`` sends the first token 200 ms after a request arrives and then one token
+every 20 ms; ``zero_server`` answers without delay. Every helper that runs load returns the
+records too, and ``reconciled`` checks that every scheduled request ended in one state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from surgelab.metrics.record import FAILED_STATES, State
+from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, read_records
+from surgelab.runner import RunResult, run_scenario
+from surgelab.runner.loop import run_async
+from surgelab.scenario.loader import build_scenario
+from surgelab.scenario.model import Scenario
+
+TTFT_S = 0.2
+ITL_S = 0.02
+_START_TIMEOUT_S = 15.0
+
+
+@dataclass
+class ScriptedServer:
+    proc: subprocess.Popen
+    port: int
+    ttft: float
+    itl: float
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict[str, Any]:
+        """Requests, distinct TCP connections and the last Authorization header seen."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as resp:
+            return json.loads(resp.read())
+
+
+def _start_server(ttft: float, itl: float) -> ScriptedServer:
+    cmd = [sys.executable, "-m", "surgelab.testing.scripted_server", "--port", "0", "--ttft", str(ttft), "--itl", str(itl)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    seen = []
+    try:
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(deadline - time.monotonic(), 0)):
+                break
+            line = proc.stdout.readline()
+            if not line:  # the server died
+                break
+            seen.append(line)
+            if m := re.search(r"listening on http://127\.0\.0\.1:(\d+)", line):
+                return ScriptedServer(proc, int(m[1]), ttft, itl)
+    finally:
+        selector.close()
+    _stop_server(proc)
+    raise RuntimeError(f"scripted server did not start: {''.join(seen)!r}")
+
+
+def _stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def timed_server() -> Iterator[ScriptedServer]:
+    server = _start_server(TTFT_S, ITL_S)
+    yield server
+    _stop_server(server.proc)
+
+
+@pytest.fixture(scope="session")
+def zero_server() -> Iterator[ScriptedServer]:
+    server = _start_server(0.0, 0.0)
+    yield server
+    _stop_server(server.proc)
+
+
+def make_scenario(url: str, model: str = "ok", **sections: Any) -> Scenario:
+    """A validated scenario for ``url``; ``sections`` merge into target/load/workload/..."""
+    data: dict[str, Any] = {
+        "target": {"url": url, "model": model},
+        "load": {"rate": 10, "duration": "2s"},
+        "workload": {"prompt_tokens": 16, "output_tokens": 4},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    if "concurrency" in data["load"]:
+        data["load"].pop("rate", None)
+    return build_scenario(data, source="test")
+
+
+def run_load(scenario: Scenario, run_dir: Path, **kwargs: Any) -> RunResult:
+    """Run ``scenario`` in this process (on uvloop, as the CLI does)."""
+    return run_async(run_scenario(scenario, run_dir, **kwargs))
+
+
+def check_reconciled(summary: dict[str, Any], run_dir: Path) -> pa.Table:
+    """Every scheduled request is one row in records.parquet and in exactly one state."""
+    requests = summary["requests"]
+    assert requests["scheduled"] == requests["ok"] + requests["failed"] + requests["dropped"] + requests["cancelled"]
+    assert sum(requests["by_state"].values()) == requests["scheduled"]
+    assert requests["failed"] == sum(requests["by_state"][s.value] for s in FAILED_STATES)
+    assert (run_dir / RECORDS_FILE).is_file()
+    assert not (run_dir / PARTS_DIR).exists(), "parts are merged away at a clean finish"
+    table = read_records(run_dir)
+    assert table.num_rows == requests["scheduled"]
+    ids = table["id"].to_pylist()
+    assert sorted(ids) == list(range(len(ids))), "one row per scheduled request, ids without gaps"
+    states = table["state"].to_pylist()
+    assert set(states) <= {s.value for s in State}
+    for state in State:
+        assert states.count(state.value) == requests["by_state"][state.value]
+    return table
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:
+    """``python -m surgelab ARGS`` as a subprocess (real signals, real exit codes)."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "surgelab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+@pytest.fixture
+def scenario_for() -> Callable[..., Scenario]:
+    return make_scenario
+
+
+@pytest.fixture
+def run() -> Callable[..., RunResult]:
+    return run_load
+
+
+@pytest.fixture
+def reconciled() -> Callable[[dict[str, Any], Path], pa.Table]:
+    return check_reconciled
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    return run_cli

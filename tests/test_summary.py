@@ -1,0 +1,183 @@
+"""summary.json from hand-made records, where every number is known in advance."""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+import pytest
+
+from surgelab.analysis.stats import distribution
+from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.store import RecordBuffer, RecordMeta
+from surgelab.scenario.loader import build_scenario
+
+MS = 1_000_000
+S = 1_000_000_000
+N_OK = 100
+TOKENS = 5  # per request, 10 ms apart
+
+
+def _scenario(**extra):
+    data = {"target": {"url": "http://127.0.0.1:1/v1", "model": "m"},
+            "load": {"rate": 10, "duration": "12s", "warmup": "1s"}, **extra}  # fmt: skip
+    return build_scenario(data)
+
+
+def _ok(intended: int, ttft: int, tokens: int = TOKENS, lag: int = 1 * MS) -> Outcome:
+    sent = intended + lag
+    first = intended + ttft
+    times = [first + k * 10 * MS for k in range(tokens)]
+    return Outcome(state=State.OK, sent_ns=sent, first_byte_ns=first - MS, first_token_ns=first, end_ns=times[-1],
+                   prompt_tokens=16, output_tokens=tokens, usage_source="server", http_status=200,
+                   token_ns=array("q", times))  # fmt: skip
+
+
+def _records():
+    """4 warm-up successes (slow), 100 measured successes with TTFT 1..100 ms, 5 errors,
+    3 drops and 2 cancellations."""
+    buffer, i = RecordBuffer(), 0
+
+    def add(intended, out, warmup=False):
+        nonlocal i
+        buffer.add(RecordMeta(id=i, intended_ns=intended, warmup=warmup), out)
+        i += 1
+
+    for k in range(4):
+        add(k * 200 * MS, _ok(k * 200 * MS, 5 * S), warmup=True)
+    for k in range(N_OK):
+        add(S + k * 100 * MS, _ok(S + k * 100 * MS, (k + 1) * MS))
+    for k in range(5):
+        intended = S + k * 100 * MS + 50 * MS
+        out = Outcome(sent_ns=intended + MS, first_byte_ns=intended + 2 * MS, http_status=500)
+        out.fail(State.HTTP_ERROR, "HTTP 500: boom", intended + 3 * MS)
+        add(intended, out)
+    for k in range(3):
+        add(5 * S + k * MS, Outcome(state=State.DROPPED, error="max_in_flight (1) reached"))
+    for k in range(2):
+        intended = 11 * S + k * MS
+        add(intended, Outcome(state=State.CANCELLED, sent_ns=intended, end_ns=intended + 5 * MS, error="stopped"))
+    return buffer.take()
+
+
+INFO = RunInfo(started_at="2026-01-01T00:00:00+00:00", stop_reason="completed", stopped_at_s=12.0, wall_s=12.5)
+
+
+def test_counts_and_states():
+    s = summarize(_records(), _scenario(), INFO)
+    r = s["requests"]
+    assert r["scheduled"] == 114
+    assert (r["ok"], r["failed"], r["dropped"], r["cancelled"]) == (104, 5, 3, 2)
+    assert r["scheduled"] == r["ok"] + r["failed"] + r["dropped"] + r["cancelled"]
+    assert r["by_state"] == {"ok": 104, "http_error": 5, "timeout": 0, "connection_error": 0,
+                             "protocol_error": 0, "cancelled": 2, "dropped": 3}  # fmt: skip
+    assert r["warmup"] == 4 and r["measured"] == 110
+    assert r["error_rate"] == pytest.approx(5 / 105)
+    assert r["drop_rate"] == pytest.approx(3 / 108)
+
+
+def test_known_percentiles_exclude_warmup():
+    s = summarize(_records(), _scenario(), INFO)
+    ttft = s["latency_ms"]["ttft"]
+    expected = distribution(np.arange(1, 101, dtype=float))
+    assert ttft["count"] == N_OK
+    for key in ("mean", "min", "p50", "p90", "p95", "p99", "max"):
+        assert ttft[key] == pytest.approx(expected[key]), key
+    assert (ttft["p50"], ttft["p90"], ttft["p99"], ttft["max"]) == pytest.approx((50.5, 90.1, 99.01, 100.0))
+    itl = s["latency_ms"]["itl"]
+    assert itl["count"] == N_OK * (TOKENS - 1)
+    assert itl["p50"] == itl["max"] == pytest.approx(10.0)
+    assert s["latency_ms"]["tpot"]["p50"] == pytest.approx(10.0)
+    e2e = s["latency_ms"]["e2e"]
+    assert e2e["min"] == pytest.approx(41.0) and e2e["max"] == pytest.approx(140.0)
+    # service time starts at the actual send, 1 ms after the intended time
+    assert s["service_latency_ms"]["ttft"]["p50"] == pytest.approx(49.5)
+    assert s["service_latency_ms"]["e2e"]["max"] == pytest.approx(139.0)
+
+
+def test_schedule_lag_and_validity():
+    s = summarize(_records(), _scenario(), INFO)
+    assert s["schedule_lag_ms"]["p50"] == pytest.approx(1.0)
+    assert s["schedule_lag_ms"]["max"] == pytest.approx(1.0)
+    assert s["validity"]["valid"] is False
+    assert any("3 requests dropped" in reason for reason in s["validity"]["reasons"])
+    allowed = summarize(_records(), _scenario(validity={"allow_drops": True}), INFO)
+    assert allowed["validity"] == {"valid": True, "reasons": [], "max_lag_p99_ms": 50.0}
+    strict = summarize(_records(), _scenario(validity={"allow_drops": True, "max_lag_p99": "0.5ms"}), INFO)
+    assert not strict["validity"]["valid"] and "lag P99 1.0 ms > 0.5 ms" in strict["validity"]["reasons"][0]
+
+
+def test_throughput_counts_successes_in_the_window():
+    s = summarize(_records(), _scenario(), INFO)
+    window = 12.0 - 1.0
+    assert s["duration_s"] == pytest.approx(window)
+    # the warm-up successes end inside the window but are not measured
+    assert s["throughput"]["requests_per_s"] == pytest.approx(N_OK / window)
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(N_OK * TOKENS / window)
+    assert s["throughput"]["input_tokens_per_s"] == pytest.approx(N_OK * 16 / window)
+    assert s["throughput"]["total_tokens_per_s"] == pytest.approx(N_OK * (16 + TOKENS) / window)
+    early = summarize(_records(), _scenario(), RunInfo(stop_reason="interrupted", stopped_at_s=6.0))
+    ended = sum(1 for k in range(N_OK) if 1.0 + k * 0.1 + (k + 1) / 1000 + 0.04 <= 6.0)
+    assert early["throughput"]["requests_per_s"] == pytest.approx(ended / 5.0)
+
+
+def test_goodput_with_an_slo():
+    s = summarize(_records(), _scenario(slo={"ttft": "50ms"}), INFO)
+    assert s["goodput"]["requests_per_s"] == pytest.approx(50 / 11.0)
+    assert s["goodput"]["fraction"] == pytest.approx(50 / 105)
+    assert s["goodput"]["slo_ms"]["ttft"] == pytest.approx(50.0)
+    both = summarize(_records(), _scenario(slo={"ttft": "50ms", "e2e": "80ms"}), INFO)
+    assert both["goodput"]["requests_per_s"] == pytest.approx(39 / 11.0)  # e2e = ttft + 40 ms <= 80 ms
+    itl = summarize(_records(), _scenario(slo={"itl": "9ms"}), INFO)
+    assert itl["goodput"]["requests_per_s"] == 0.0
+    none = summarize(_records(), _scenario(), INFO)
+    assert none["goodput"]["requests_per_s"] == pytest.approx(N_OK / 11.0)
+
+
+def test_thresholds_are_judged():
+    thresholds = ["p99(ttft) < 100ms", "p50(ttft) < 50ms", "error_rate < 10%", "throughput > 20",
+                  "mean(itl) <= 10ms", "drop_rate < 1%"]  # fmt: skip
+    s = summarize(_records(), _scenario(thresholds=thresholds), INFO)
+    verdicts = {t["expr"]: t["passed"] for t in s["thresholds"]}
+    assert verdicts == {"p99(ttft) < 100ms": True, "p50(ttft) < 50ms": False, "error_rate < 10%": True,
+                        "throughput > 20": False, "mean(itl) <= 10ms": True, "drop_rate < 1%": False}  # fmt: skip
+    observed = {t["metric"]: t["observed"] for t in s["thresholds"]}
+    assert observed["p99(ttft)"] == pytest.approx(0.09901)
+    assert observed["error_rate"] == pytest.approx(5 / 105)
+    assert s["thresholds_passed"] is False
+    assert summarize(_records(), _scenario(thresholds=["p99(ttft) < 1s"]), INFO)["thresholds_passed"] is True
+
+
+def test_littles_law_on_known_intervals():
+    buffer = RecordBuffer()
+    for i, (start, end) in enumerate([(0.0, 1.0), (0.5, 1.5), (1.0, 2.0), (1.5, 2.5)]):
+        out = Outcome(state=State.OK, sent_ns=int(start * S), first_token_ns=int(start * S) + MS, end_ns=int(end * S),
+                      output_tokens=1, token_ns=array("q", [int(start * S) + MS]))  # fmt: skip
+        buffer.add(RecordMeta(id=i, intended_ns=int(start * S), warmup=False), out)
+    scenario = build_scenario({"target": {"url": "http://127.0.0.1:1/v1", "model": "m"},
+                               "load": {"rate": 2, "duration": "2s"}})  # fmt: skip
+    s = summarize(buffer.take(), scenario, RunInfo(stopped_at_s=2.0))
+    # in flight: 1 on [0, .5), 2 on [.5, 2): mean 1.75; three end in the window, each after 1 s
+    assert s["concurrency"]["mean_in_flight"] == pytest.approx(3.5 / 2)
+    assert s["concurrency"]["arrival_rate"] == pytest.approx(1.5)
+    assert s["concurrency"]["mean_latency_s"] == pytest.approx(1.0)
+    assert s["concurrency"]["littles_law_estimate"] == pytest.approx(1.5)
+
+
+def test_empty_records_give_an_empty_but_complete_summary():
+    from surgelab.metrics.record import RECORD_SCHEMA
+
+    s = summarize(RECORD_SCHEMA.empty_table(), _scenario(thresholds=["p99(ttft) < 1s"]), RunInfo())
+    assert s["requests"]["scheduled"] == 0
+    assert s["latency_ms"]["ttft"]["count"] == 0 and s["latency_ms"]["ttft"]["p99"] is None
+    assert s["throughput"]["requests_per_s"] == 0.0
+    assert s["thresholds_passed"] is False  # no data never passes
+    assert s["validity"]["valid"] is True
+
+
+def test_crashed_run_window_ends_at_the_last_record():
+    s = summarize(_records(), _scenario(), RunInfo())
+    last_end = 1.0 + 99 * 0.1 + 0.100 + 0.04
+    assert s["duration_s"] == pytest.approx(min(last_end, 12.0) - 1.0)
+    assert s["stop_reason"].startswith("unknown")
