@@ -54,7 +54,17 @@ class ScriptedServer:
 
 
 def _start_server(ttft: float, itl: float) -> ScriptedServer:
-    cmd = [sys.executable, "-m", "surgelab.testing.scripted_server", "--port", "0", "--ttft", str(ttft), "--itl", str(itl)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "surgelab.testing.scripted_server",
+        "--port",
+        "0",
+        "--ttft",
+        str(ttft),
+        "--itl",
+        str(itl),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     selector = selectors.DefaultSelector()

@@ -9,7 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from surgelab.metrics.record import RECORD_SCHEMA, Outcome, State
-from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, RecordBuffer, RecordMeta, RecordStore, merge_parts, read_records
+from surgelab.metrics.store import (
+    PARTS_DIR,
+    RECORDS_FILE,
+    RecordBuffer,
+    RecordMeta,
+    RecordStore,
+    merge_parts,
+    read_records,
+)
 
 
 def _ok(i: int, tokens: list[int]) -> Outcome:

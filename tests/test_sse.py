@@ -8,9 +8,9 @@ from surgelab.client.sse import SSEError, SSEParser
 
 STREAM = (
     b": keep-alive comment\n"
-    b"data: {\"a\": 1}\n\n"
+    b'data: {"a": 1}\n\n'
     b"event: message\nid: 7\nretry: 100\n"
-    b"data: {\"b\": 2}\n\n"
+    b'data: {"b": 2}\n\n'
     b"data: line one\ndata: line two\n\n"
     b"data:no-space\n\n"
     b"data:  two spaces\n\n"

@@ -70,8 +70,13 @@ def test_count_of_ordinary_text(text, count):
         Workload(prompt_tokens=1, output_tokens=1),
         Workload(prompt_tokens=2, output_tokens=5, unique_prefix=True),
         Workload(prompt_tokens=100, output_tokens=10, unique_prefix=False),
-        Workload(prompt_tokens={"dist": "uniform", "min": 1, "max": 2000}, output_tokens={"dist": "normal", "mean": 50, "std": 20}),
-        Workload(prompt_tokens={"dist": "lognormal", "mean": 300, "std": 200}, output_tokens=64, system_prompt_tokens=40),
+        Workload(
+            prompt_tokens={"dist": "uniform", "min": 1, "max": 2000},
+            output_tokens={"dist": "normal", "mean": 50, "std": 20},
+        ),
+        Workload(
+            prompt_tokens={"dist": "lognormal", "mean": 300, "std": 200}, output_tokens=64, system_prompt_tokens=40
+        ),
     ],
 )
 def test_prompt_factory_specs_are_exact(workload):
@@ -86,7 +91,9 @@ def test_prompt_factory_specs_are_exact(workload):
 
 
 def test_prompt_factory_is_deterministic_by_index_whatever_the_order():
-    workload = Workload(prompt_tokens={"dist": "uniform", "min": 10, "max": 500}, output_tokens={"dist": "uniform", "min": 1, "max": 99})
+    workload = Workload(
+        prompt_tokens={"dist": "uniform", "min": 10, "max": 500}, output_tokens={"dist": "uniform", "min": 1, "max": 99}
+    )
     forward = PromptFactory(workload, seed=9)
     backward = PromptFactory(workload, seed=9)
     ids = [0, 1, 2, 4095, 4096, 9000, 70_000]
@@ -104,7 +111,9 @@ def test_unique_prefix_makes_prompts_distinct_and_can_be_turned_off():
 
 
 def test_prompt_lengths_follow_the_distribution():
-    factory = PromptFactory(Workload(prompt_tokens={"dist": "uniform", "min": 100, "max": 300}, output_tokens=8), seed=2)
+    factory = PromptFactory(
+        Workload(prompt_tokens={"dist": "uniform", "min": 100, "max": 300}, output_tokens=8), seed=2
+    )
     lengths = np.array([factory.spec(i).prompt_tokens for i in range(3000)])
     assert lengths.min() >= 100 and lengths.max() <= 300
     assert abs(lengths.mean() - 200) < 5
