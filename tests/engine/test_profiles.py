@@ -52,9 +52,7 @@ def test_tensor_parallel_splits_weights_and_bandwidth_and_adds_comm():
 def test_decode_is_never_faster_than_its_compute():
     p = load_profile("llama3-8b-h100")
     batch = 4096  # more tokens than the memory term can hide
-    assert p.step_time(0, batch, 0) == pytest.approx(
-        p.step_overhead_s + batch * p.prefill_s_per_token
-    )
+    assert p.step_time(0, batch, 0) == pytest.approx(p.step_overhead_s + batch * p.prefill_s_per_token)
 
 
 @pytest.mark.parametrize("name", profile_names())

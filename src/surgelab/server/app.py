@@ -88,7 +88,7 @@ class InferenceServer:
 
     async def prometheus(self, _request: web.Request) -> web.Response:
         await self.faults.hang_if_stalled()
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=self.metrics.render(self.engine), headers={"Content-Type": CONTENT_TYPE})
 
     async def models(self, _request: web.Request) -> web.Response:
         await self.faults.hang_if_stalled()
@@ -118,9 +118,9 @@ class InferenceServer:
     ) -> web.StreamResponse:
         """The front door every inference request passes, in the order the faults doc states."""
         await self.faults.hang_if_stalled()
-        self.inflight += 1
+        parsed = parse(parse_body(await request.read()))
+        self.inflight += 1  # no await between counting and checking: bursts see true counts
         try:
-            parsed = parse(parse_body(await request.read()))
             self.faults.check_admission(self.inflight)
             await self.faults.delay()
             return await serve(request, parsed)

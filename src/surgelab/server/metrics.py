@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from surgelab.engine import StepResult
+from surgelab.engine import Engine, StepResult
 
 __all__ = ["CONTENT_TYPE", "ServerMetrics"]
 
@@ -124,9 +124,6 @@ class ServerMetrics:
         self._labels = labels
 
     def observe_step(self, result: StepResult) -> None:
-        self.running.set(result.num_running)
-        self.waiting.set(result.num_waiting)
-        self.kv_usage.set(result.kv_usage)
         if result.emitted:
             self.generation_tokens.inc(sum(result.emitted.values()))
         if result.preempted:
@@ -145,5 +142,9 @@ class ServerMetrics:
             self.tpot.observe((e2e - ttft) / (output_tokens - 1))
         self._success.labels(**self._labels, finished_reason=reason).inc()
 
-    def render(self) -> bytes:
+    def render(self, engine: Engine) -> bytes:
+        """The exposition text; gauges are read from ``engine`` now, not at its last step."""
+        self.running.set(engine.num_running)
+        self.waiting.set(engine.num_waiting)
+        self.kv_usage.set(engine.kv.usage)
         return generate_latest(self.registry)

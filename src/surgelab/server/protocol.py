@@ -185,16 +185,17 @@ def _is_int(value: Any) -> bool:
 def plan_output(gen: Generation, context_left: int, typical: int, rng: np.random.Generator) -> tuple[int, str]:
     """How many tokens to generate, and the finish reason a real model would report.
 
-    ``ignore_eos`` generates up to the cap (``max_tokens``, else the context left). Otherwise
+    ``ignore_eos`` generates exactly the cap (``max_tokens``, else the context left; asking
+    for more than the context leaves is an error, as in vLLM). Otherwise
     the 'natural' length is log-normal around ``typical`` (σ = 0.8), raised to ``min_tokens``
     and cut at the cap; a cut reports ``length``, a natural end ``stop``.
     """
-    cap = min(gen.max_tokens, context_left) if gen.max_tokens is not None else context_left
-    if cap < 1 or gen.min_tokens > cap:
+    cap = context_left if gen.max_tokens is None else gen.max_tokens
+    if cap > context_left or cap < 1 or gen.min_tokens > cap:
         raise ApiError(
             400,
-            f"this model's context length leaves {max(cap, 0)} tokens for the "
-            f"output of a {gen.prompt_tokens}-token prompt",
+            f"a {gen.prompt_tokens}-token prompt leaves {max(context_left, 0)} tokens of this "
+            f"model's context for the output; {cap} were requested",
             param="max_tokens",
             code="context_length_exceeded",
         )

@@ -33,7 +33,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 async def _serve(config: ServerConfig) -> None:
-    runner = web.AppRunner(build_app(config), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(config), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port, backlog=2048)

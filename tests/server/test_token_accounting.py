@@ -1,0 +1,90 @@
+"""Token counts agree exactly with ``BuiltinTokenizer``, on both sides of the wire."""
+
+from __future__ import annotations
+
+import pytest
+
+from surgelab.workload.tokenizer import BuiltinTokenizer
+
+TOKENIZER = BuiltinTokenizer()
+CHAT = "/v1/chat/completions"
+
+
+def chat(messages, **extra):
+    return {"model": "m", "messages": messages, **extra}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("max_tokens", [1, 2, 37, 300])
+def test_ignore_eos_gives_exactly_max_tokens(http, stream, max_tokens):
+    body = chat(
+        [{"role": "user", "content": "go"}],
+        max_tokens=max_tokens,
+        ignore_eos=True,
+        stream=stream,
+        stream_options={"include_usage": True} if stream else None,
+    )
+    reply = http.post(CHAT, body)
+    assert reply.status == 200
+    if stream:
+        *chunks, last = reply.events()
+        pieces = [c["choices"][0]["delta"]["content"] for c in chunks]
+        assert len(pieces) == max_tokens == last["usage"]["completion_tokens"]
+        assert all(TOKENIZER.count(p) == 1 for p in pieces)
+        assert TOKENIZER.count("".join(pieces)) == max_tokens
+        assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "length"
+    else:
+        data = reply.json()
+        assert data["usage"]["completion_tokens"] == max_tokens
+        assert TOKENIZER.count(data["choices"][0]["message"]["content"]) == max_tokens
+
+
+def test_prompt_tokens_are_the_tokenizer_count_of_every_text_part(http):
+    messages = [
+        {"role": "system", "content": "Be brief; answer in ≤ 3 words."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Look at this:"},
+                {"type": "image_url", "image_url": {"url": "data:,"}},
+                {"type": "text", "text": " 12345 apples!!"},
+            ],
+        },
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "\n\nand   then?\t"},
+    ]
+    expected = sum(
+        TOKENIZER.count(t)
+        for t in ("Be brief; answer in ≤ 3 words.", "Look at this:", " 12345 apples!!", "\n\nand   then?\t")
+    )
+    reply = http.post(CHAT, chat(messages, max_tokens=2))
+    assert reply.json()["usage"]["prompt_tokens"] == expected
+    prompt = "Tokenise me: naïve café, 3.14159 and __init__."
+    reply = http.post("/v1/completions", {"model": "m", "prompt": prompt, "max_tokens": 1})
+    assert reply.json()["usage"]["prompt_tokens"] == TOKENIZER.count(prompt)
+    reply = http.post("/v1/completions", {"model": "m", "prompt": [5, 6, 7], "max_tokens": 1})
+    assert reply.json()["usage"]["prompt_tokens"] == 3
+
+
+def test_natural_lengths_respect_max_and_min_tokens_and_are_deterministic_per_seed(http):
+    lengths, reasons = [], set()
+    for seed in range(40):
+        data = http.post(
+            CHAT, chat([{"role": "user", "content": "hi"}], max_tokens=150, min_tokens=5, seed=seed)
+        ).json()
+        n = data["usage"]["completion_tokens"]
+        assert 5 <= n <= 150
+        assert TOKENIZER.count(data["choices"][0]["message"]["content"]) == n
+        reason = data["choices"][0]["finish_reason"]
+        assert reason == ("length" if n == 150 else "stop")
+        lengths.append(n)
+        reasons.add(reason)
+    assert len(set(lengths)) > 10 and reasons == {"stop", "length"}
+    again = http.post(CHAT, chat([{"role": "user", "content": "hi"}], max_tokens=150, min_tokens=5, seed=3)).json()
+    first = http.post(CHAT, chat([{"role": "user", "content": "hi"}], max_tokens=150, min_tokens=5, seed=3)).json()
+    assert again["choices"][0]["message"] == first["choices"][0]["message"]
+
+
+def test_max_completion_tokens_wins_over_max_tokens(http):
+    body = chat([{"role": "user", "content": "x"}], max_tokens=50, max_completion_tokens=4, ignore_eos=True)
+    assert http.post(CHAT, body).json()["usage"]["completion_tokens"] == 4
