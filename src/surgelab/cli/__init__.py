@@ -23,6 +23,7 @@ def _root() -> None:
 
 
 # Command modules register themselves on import.
+from surgelab.cli import commands_demo  # noqa: E402,F401
 from surgelab.cli import commands_run  # noqa: E402,F401
 from surgelab.cli import commands_serve  # noqa: E402,F401
 
