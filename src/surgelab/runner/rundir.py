@@ -27,12 +27,15 @@ class RunDirError(Exception):
     pass
 
 
+def _secret(key: Any, value: Any) -> bool:
+    """Text under a credential-like name; numbers and settings such as ``prompt_tokens`` are not secrets."""
+    return isinstance(value, str) and key != "api_key_env" and bool(_SECRET_NAME.search(str(key)))
+
+
 def redact(value: Any) -> Any:
     """Replace the values of credential-like keys, recursively."""
     if isinstance(value, dict):
-        return {
-            k: (REDACTED if _SECRET_NAME.search(str(k)) and k != "api_key_env" else redact(v)) for k, v in value.items()
-        }
+        return {k: (REDACTED if _secret(k, v) else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
