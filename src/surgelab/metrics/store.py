@@ -108,11 +108,11 @@ class RecordStore:
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        path = self.parts_dir / f"part-{self._next_part:06d}.parquet"
+        number, self._next_part = self._next_part, self._next_part + 1  # reserved before writing
+        path = self.parts_dir / f"part-{number:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(table, tmp, compression="zstd")
         tmp.replace(path)  # a part is either whole or absent
-        self._next_part += 1
         self.rows_written += table.num_rows
 
     def finalize(self) -> Path:

@@ -17,7 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,6 @@ class _Stop:
     reason: str = "completed"
     at_ns: int | None = None
     hurry: bool = False  # a second interrupt: no grace
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class _Run:
@@ -83,6 +82,7 @@ class _Run:
         self.live = LiveStats(self.load.duration, target)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
+        self._writing: asyncio.Future | None = None
         self.t0 = time.perf_counter_ns()
         self.end_ns = int(self.load.duration * _SECOND)
         self.warmup_ns = int(self.load.warmup * _SECOND)
@@ -97,7 +97,6 @@ class _Run:
             self.stop.hurry = True
             return
         self.stop.requested, self.stop.reason, self.stop.at_ns = True, reason, self.clock()
-        self.stop.wake.set()
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -186,10 +185,12 @@ class _Run:
             await asyncio.gather(*self.tasks, return_exceptions=True)
 
     async def _flush_loop(self) -> None:
+        """Write buffered records off the event loop; a write in progress is never abandoned."""
         interval = self.scenario.output.flush_interval
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(self.store.write, self.buffer.take())
+            self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
+            await asyncio.shield(self._writing)
 
     async def _tick_loop(self) -> None:
         abort = [t for t in self.scenario.thresholds if t.abort_on_fail]
@@ -230,6 +231,8 @@ class _Run:
             for task in [*helpers, *([watcher] if watcher else [])]:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            if self._writing is not None:
+                await self._writing  # let a flush under way land before the last one
             for sig in signals:
                 loop.remove_signal_handler(sig)
             self.store.write(self.buffer.take())
