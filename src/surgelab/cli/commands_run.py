@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+import yaml
 from rich.console import Console
 
 from surgelab.cli import app
@@ -57,6 +58,21 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
     return result
 
 
+def _set_overrides(items: list[str]) -> dict[str, tuple[str, Any]]:
+    """``--set a.b=value``: the value is read as YAML, so numbers, lists and mappings work."""
+    result: dict[str, tuple[str, Any]] = {}
+    for item in items:
+        path, sep, raw = item.partition("=")
+        if not sep or not path.strip():
+            raise fail(f"--set {item!r}: expected path=value, e.g. --set load.warmup=10s")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        result[path.strip()] = (f"--set {path.strip()}", value)
+    return result
+
+
 @app.command("run")
 def run(
     scenario_file: Path | None = typer.Argument(
@@ -83,6 +99,9 @@ def run(
     seed: int | None = typer.Option(None, help="Seed for the schedule and the workload."),
     name: str | None = typer.Option(None, help="Run name (used in the default run directory)."),
     out: Path | None = typer.Option(None, help="Run directory to write (created; must not hold another run)."),
+    set_: list[str] | None = typer.Option(
+        None, "--set", help="Any scenario field as path=value, e.g. --set target.timeouts.total=60s (repeatable)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
 ) -> None:
     """Run load against a target and record every request.
@@ -98,6 +117,7 @@ def run(
     )  # fmt: skip
     if threshold:
         overrides["thresholds"] = ("--threshold", list(threshold))
+    overrides.update(_set_overrides(set_ or []))
     scenario = load_or_exit(scenario_file, overrides)
     raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet))
 
