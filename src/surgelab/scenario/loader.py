@@ -126,7 +126,7 @@ def load_scenario(
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError([f"{path}: cannot read scenario file: {exc.strerror or exc}"]) from None
+        raise ScenarioError([f"{path}: cannot read scenario file: {getattr(exc, 'strerror', None) or exc}"]) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)

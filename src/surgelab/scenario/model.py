@@ -62,9 +62,9 @@ class Target(_Model):
 class Load(_Model):
     """Open loop (``rate``) or closed loop (``concurrency``); exactly one of the two."""
 
-    rate: float | None = Field(None, gt=0, description="Open loop: requests per second.")
+    rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="Open loop: requests per second.")
     arrival: Arrival = Field(Arrival.POISSON, description="Open loop: constant, poisson or gamma arrivals.")
-    cv: float = Field(1.0, gt=0, description="Gamma arrivals: coefficient of variation of the gaps.")
+    cv: float = Field(1.0, gt=0, allow_inf_nan=False, description="Gamma arrivals: coefficient of variation of the gaps.")
     concurrency: int | None = Field(None, ge=1, description="Closed loop: number of virtual users.")
     think_time: Distribution = Field(
         0.0, description="Closed loop: pause between a response and the user's next request."
