@@ -99,12 +99,11 @@ class EngineDriver:
                 await self._wake.wait()
                 deadline = loop.time()
                 continue
-            result = self.engine.step()
-            if result.idle:  # defensive: nothing could be scheduled, wait for a change
+            results, deadline = self._step_batch(loop.time, deadline)
+            if not results:  # defensive: nothing could be scheduled, wait for a change
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            deadline += result.duration
             now = loop.time()
             if deadline - now >= self._coalesce_s:
                 await asyncio.sleep(deadline - now)
@@ -113,8 +112,28 @@ class EngineDriver:
                 await asyncio.sleep(0)
             if self._frozen.is_set():
                 break
-            self._deliver(result)
+            for result in results:
+                self._deliver(result)
         await asyncio.Event().wait()  # frozen: hold every stream open, forever
+
+    def _step_batch(self, clock: Callable[[], float], deadline: float) -> tuple[list[StepResult], float]:
+        """Steps until their time is worth a timer, or stepping has used ``coalesce_s`` of CPU.
+
+        Tokens of coalesced steps are delivered together, so a near-zero profile costs one
+        write per request per batch instead of one per token.
+        """
+        results: list[StepResult] = []
+        cpu_limit = clock() + self._coalesce_s
+        while self.engine.has_work:
+            result = self.engine.step()
+            if result.idle:
+                break
+            results.append(result)
+            deadline += result.duration
+            now = clock()
+            if deadline - now >= self._coalesce_s or now >= cpu_limit:
+                break
+        return results, deadline
 
     def _deliver(self, result: StepResult) -> None:
         streams = self._streams
