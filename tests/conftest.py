@@ -2,8 +2,10 @@
 
 The scripted servers are real subprocesses on real sockets, started once per session:
 ``timed_server`` sends the first token 200 ms after a request arrives and then one token
-every 20 ms; ``zero_server`` answers without delay. Every helper that runs load returns the
-records too, and ``reconciled`` checks that every scheduled request ended in one state.
+every 20 ms; ``zero_server`` answers without delay. The helpers are handed out as fixtures
+(``scenario_for``, ``run``, ``reconciled``, ``cli``) rather than imported, because other test
+folders may have a ``conftest`` module of their own; ``reconciled`` checks that every
+scheduled request ended in exactly one state and returns the records.
 """
 
 from __future__ import annotations
@@ -174,21 +176,21 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) 
     return CliResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scenario_for() -> Callable[..., Scenario]:
     return make_scenario
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run() -> Callable[..., RunResult]:
     return run_load
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def reconciled() -> Callable[[dict[str, Any], Path], pa.Table]:
     return check_reconciled
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli() -> Callable[..., CliResult]:
     return run_cli

@@ -1,0 +1,129 @@
+"""An open-loop run against the timed scripted server: the numbers match the known truth.
+
+One steady run (constant arrivals at 10 req/s for 4 s, the first second warm-up, each request
+200 ms to the first token and then 15 gaps of 20 ms) is shared by the checks in this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from surgelab.metrics.store import RECORDS_FILE
+from surgelab.runner.run import open_loop_offsets
+from surgelab.runner.rundir import read_json
+
+RATE, DURATION, WARMUP, TOKENS = 10, 4.0, 1.0, 16
+TTFT_S, ITL_S = 0.2, 0.02  # the timed server's script
+E2E_S = TTFT_S + (TOKENS - 1) * ITL_S
+
+
+@pytest.fixture(scope="module")
+def steady(timed_server, tmp_path_factory, scenario_for, run, reconciled):
+    assert (timed_server.ttft, timed_server.itl) == (TTFT_S, ITL_S)
+    scenario = scenario_for(
+        timed_server.url,
+        load={"rate": RATE, "arrival": "constant", "duration": DURATION, "warmup": WARMUP},
+        workload={"prompt_tokens": 32, "output_tokens": TOKENS},
+        seed=3,
+    )
+    ticks = []
+    result = run(scenario, tmp_path_factory.mktemp("steady") / "run", on_tick=ticks.append)
+    table = reconciled(result.summary, result.run_dir)
+    return scenario, result, table, ticks
+
+
+def test_ttft_and_itl_match_the_server_script(steady):
+    _, result, _, _ = steady
+    s = result.summary
+    assert s["latency_ms"]["ttft"]["p50"] == pytest.approx(TTFT_S * 1000, abs=5)
+    assert s["service_latency_ms"]["ttft"]["p50"] == pytest.approx(TTFT_S * 1000, abs=5)
+    assert s["latency_ms"]["itl"]["p50"] == pytest.approx(ITL_S * 1000, abs=2)
+    assert s["latency_ms"]["itl"]["count"] == 30 * (TOKENS - 1)
+    assert s["latency_ms"]["tpot"]["p50"] == pytest.approx(ITL_S * 1000, abs=2)
+    assert s["latency_ms"]["e2e"]["p50"] == pytest.approx(E2E_S * 1000, abs=10)
+    assert s["service_latency_ms"]["e2e"]["p50"] == pytest.approx(E2E_S * 1000, abs=10)
+    # nothing arrives before the server sends it
+    assert s["service_latency_ms"]["ttft"]["min"] >= TTFT_S * 1000
+    assert s["latency_ms"]["e2e"]["min"] >= E2E_S * 1000
+
+
+def test_every_scheduled_request_is_one_row(steady):
+    _, result, table, _ = steady
+    s = result.summary
+    assert s["requests"]["scheduled"] == RATE * DURATION == table.num_rows
+    assert s["requests"]["ok"] == table.num_rows
+    assert pq.read_table(result.run_dir / RECORDS_FILE).num_rows == table.num_rows
+    assert table["usage_source"].to_pylist() == ["server"] * table.num_rows
+    assert table["output_tokens"].to_pylist() == [TOKENS] * table.num_rows
+    assert all(len(itl) == TOKENS - 1 for itl in table["itl_us"].to_pylist())
+
+
+def test_records_keep_the_intended_schedule_and_honest_timestamps(steady):
+    scenario, result, table, _ = steady
+    intended = np.array(table["intended_ns"].to_pylist())
+    assert np.array_equal(intended, open_loop_offsets(scenario))
+    sent = np.array(table["sent_ns"].to_pylist())
+    first_byte = np.array(table["first_byte_ns"].to_pylist())
+    first_token = np.array(table["first_token_ns"].to_pylist())
+    end = np.array(table["end_ns"].to_pylist())
+    assert np.all(intended <= sent) and np.all(sent <= first_byte) and np.all(first_byte <= first_token)
+    assert np.all(first_token <= end)
+    lag_ms = (sent - intended) / 1e6
+    assert result.summary["schedule_lag_ms"]["max"] == pytest.approx(lag_ms[~table["warmup"].to_numpy()].max())
+    assert result.summary["validity"]["valid"], result.summary["validity"]
+
+
+def test_warmup_is_recorded_but_not_measured(steady):
+    _, result, table, _ = steady
+    warm = table["warmup"].to_numpy(zero_copy_only=False)
+    intended = table["intended_ns"].to_numpy()
+    assert np.array_equal(warm, intended < WARMUP * 1e9)
+    assert warm.sum() == RATE * WARMUP
+    s = result.summary
+    assert s["requests"]["warmup"] == RATE * WARMUP
+    assert s["requests"]["measured"] == RATE * (DURATION - WARMUP)
+    assert s["latency_ms"]["ttft"]["count"] == s["latency_ms"]["e2e"]["count"] == RATE * (DURATION - WARMUP)
+    assert s["duration_s"] == pytest.approx(DURATION - WARMUP)
+
+
+def test_throughput_is_successes_ending_in_the_window(steady):
+    _, result, table, _ = steady
+    end = table["end_ns"].to_numpy() / 1e9
+    warm = table["warmup"].to_numpy(zero_copy_only=False)
+    in_window = (~warm) & (end >= WARMUP) & (end <= DURATION)
+    window = DURATION - WARMUP
+    s = result.summary
+    assert s["throughput"]["requests_per_s"] == pytest.approx(in_window.sum() / window)
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(in_window.sum() * TOKENS / window)
+    assert s["goodput"]["requests_per_s"] == s["throughput"]["requests_per_s"]  # no SLO set
+
+
+def test_littles_law_holds_on_a_steady_run(steady):
+    _, result, _, _ = steady
+    c = result.summary["concurrency"]
+    assert c["mean_in_flight"] == pytest.approx(RATE * E2E_S, rel=0.1)
+    assert c["littles_law_estimate"] == pytest.approx(c["mean_in_flight"], rel=0.1)
+    assert c["arrival_rate"] == pytest.approx(RATE, rel=0.1)
+
+
+def test_run_directory_contents(steady):
+    _, result, _, _ = steady
+    names = {p.name for p in result.run_dir.iterdir()}
+    assert names == {"scenario.yaml", "run.json", "records.parquet", "summary.json"}
+    saved = read_json(result.run_dir / "summary.json")
+    assert saved == result.summary
+    assert saved["stop_reason"] == result.stop_reason == "completed"
+    info = read_json(result.run_dir / "run.json")
+    assert info["stop_reason"] == "completed" and info["wall_s"] >= DURATION
+
+
+def test_live_ticks_follow_the_run(steady):
+    _, result, _, ticks = steady
+    assert len(ticks) >= 2 * DURATION - 1
+    last = ticks[-1]
+    assert last.ok == result.summary["requests"]["ok"] and last.in_flight == 0
+    assert last.scheduled == result.summary["requests"]["scheduled"]
+    assert any(t.in_flight > 0 for t in ticks)
+    assert last.ttft_p50_ms == pytest.approx(result.summary["latency_ms"]["ttft"]["p50"], abs=0.01)
