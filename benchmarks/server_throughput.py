@@ -20,10 +20,16 @@ import aiohttp
 from surgelab.server.process import ServerProcess
 
 
-async def drive(base_url: str, concurrency: int, output_tokens: int, duration: float,
-                warmup: float) -> tuple[int, int, int, float]:
-    body = {"model": "m", "messages": [{"role": "user", "content": "Count to sixteen."}],
-            "max_tokens": output_tokens, "ignore_eos": True, "stream": True}
+async def drive(
+    base_url: str, concurrency: int, output_tokens: int, duration: float, warmup: float
+) -> tuple[int, int, int, float]:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Count to sixteen."}],
+        "max_tokens": output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
     done = tokens = errors = 0
     start = time.perf_counter() + warmup
     stop = start + duration
@@ -66,10 +72,13 @@ def main() -> None:
             run = uvloop.run
         except ImportError:  # pragma: no cover
             run = asyncio.run
-        done, tokens, errors, elapsed = run(drive(server.base_url, args.concurrency,
-                                                  args.output_tokens, args.duration, args.warmup))
-    print(f"surgelab serve --profile tiny: concurrency {args.concurrency}, "
-          f"{args.output_tokens} output tokens per request, {elapsed:.1f} s measured")
+        done, tokens, errors, elapsed = run(
+            drive(server.base_url, args.concurrency, args.output_tokens, args.duration, args.warmup)
+        )
+    print(
+        f"surgelab serve --profile tiny: concurrency {args.concurrency}, "
+        f"{args.output_tokens} output tokens per request, {elapsed:.1f} s measured"
+    )
     print(f"  {done / elapsed:8.0f} streaming requests/s")
     print(f"  {tokens / elapsed:8.0f} tokens/s (one SSE event each)")
     print(f"  {errors} errors or short streams")

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import hashlib
 import itertools
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -64,6 +65,7 @@ class InferenceServer:
         self.faults = FaultInjector(config.faults, config.seed)
         self.inflight = 0
         self._ids = itertools.count()
+        self._id_prefix = secrets.token_hex(4)  # response ids unique across restarts
         app = web.Application(middlewares=[_api_errors], client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -137,7 +139,7 @@ class InferenceServer:
         words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), size=n)]
         rid = f"{number:x}"
         stream = self._submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
-        completion = Completion(rid, self.model, gen.chat)
+        completion = Completion(self._id_prefix + rid, self.model, gen.chat)
         response: web.StreamResponse | None = None
         sent, first_at = 0, arrival
         try:
