@@ -80,8 +80,7 @@ class Engine:
             )
         if self.kv.blocks_for(total) > self.kv.num_blocks:
             raise RequestRejected(
-                f"{total} tokens exceed the KV cache of "
-                f"{self.kv.num_blocks * self.kv.block_size} tokens"
+                f"{total} tokens exceed the KV cache of {self.kv.num_blocks * self.kv.block_size} tokens"
             )
 
     def add(self, request: EngineRequest) -> None:

@@ -85,8 +85,7 @@ class Deployment:
     @property
     def kv_capacity_tokens(self) -> int:
         usable = (
-            self.num_gpus
-            * (self.gpu.memory_bytes * self.memory_utilization - self.activation_reserve_bytes)
+            self.num_gpus * (self.gpu.memory_bytes * self.memory_utilization - self.activation_reserve_bytes)
             - self.model.weight_bytes
         )
         if usable <= 0:

@@ -93,9 +93,7 @@ class EngineProfile:
         """
         batch = min(batch, self.max_num_seqs)
         prefill = batch * prompt_tokens / output_tokens
-        memory = self.decode_base_s + self.s_per_kv_token * batch * (
-            prompt_tokens + output_tokens / 2
-        )
+        memory = self.decode_base_s + self.s_per_kv_token * batch * (prompt_tokens + output_tokens / 2)
         compute = self.prefill_s_per_token * (prefill + batch)
         return batch / (self.step_overhead_s + max(memory, compute))
 
@@ -130,9 +128,7 @@ def read_profile_file(path: Path) -> EngineProfile:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ProfileError(
-            f"profile file {path} is not valid {path.suffix[1:] or 'YAML'}: {first}"
-        ) from None
+        raise ProfileError(f"profile file {path} is not valid {path.suffix[1:] or 'YAML'}: {first}") from None
     if not isinstance(data, Mapping):
         raise ProfileError(f"profile file {path} must contain a mapping of coefficients")
     try:

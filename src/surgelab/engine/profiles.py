@@ -72,9 +72,7 @@ def _tiny() -> EngineProfile:
 
 
 PROFILES: dict[str, Callable[[], EngineProfile]] = {
-    "llama3-8b-h100": lambda: Deployment(MODELS["llama3-8b"], GPUS["h100"]).profile(
-        "llama3-8b-h100"
-    ),
+    "llama3-8b-h100": lambda: Deployment(MODELS["llama3-8b"], GPUS["h100"]).profile("llama3-8b-h100"),
     "llama3-70b-8xh100": lambda: Deployment(
         MODELS["llama3-70b"],
         GPUS["h100"],
@@ -102,6 +100,5 @@ def load_profile(spec: str | Path) -> EngineProfile:
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
         return read_profile_file(path)
     raise ProfileError(
-        f"unknown profile {str(spec)!r}: use one of {', '.join(profile_names())} "
-        "or a .yaml/.json file of coefficients"
+        f"unknown profile {str(spec)!r}: use one of {', '.join(profile_names())} or a .yaml/.json file of coefficients"
     )
