@@ -51,3 +51,14 @@ def test_metrics_parse_and_count_tokens_and_requests(http):
     assert delta("vllm:request_success_total", "length") == 3
     assert after["vllm:num_requests_running"][""] == 0
     assert after["vllm:kv_cache_usage_perc"][""] == 0
+
+
+def test_a_repeated_system_prompt_hits_the_prefix_cache(http):
+    system = " ".join(["alpha beta gamma"] * 100)  # 300 tokens: 18 full blocks of 16
+    before = scrape(http)
+    for i in range(3):
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": f"question {i}"}]
+        assert http.post("/v1/chat/completions", {"model": "m", "messages": messages, "max_tokens": 1}).status == 200
+    after = scrape(http)
+    hits = after["vllm:prefix_cache_hits_total"][""] - before["vllm:prefix_cache_hits_total"][""]
+    assert hits == 2 * 18 * 16

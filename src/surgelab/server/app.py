@@ -16,7 +16,7 @@ from aiohttp import web
 
 from surgelab.engine import Engine, EngineRequest, RequestRejected, prefix_block_hashes
 from surgelab.server.config import ServerConfig
-from surgelab.server.driver import EngineDriver
+from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.faults import FaultInjector
 from surgelab.server.metrics import CONTENT_TYPE, ServerMetrics
 from surgelab.server.protocol import (
@@ -194,7 +194,7 @@ class InferenceServer:
             }
         )
 
-    def _submit(self, engine_request: EngineRequest):
+    def _submit(self, engine_request: EngineRequest) -> TokenStream:
         try:
             stream = self.driver.submit(engine_request)
         except RequestRejected as exc:
@@ -203,9 +203,10 @@ class InferenceServer:
         return stream
 
     def _hashes(self, gen: Generation) -> tuple[int, ...]:
-        if not self.config.prefix_caching or not gen.prompt_text:
+        """Prefix-cache keys over exactly the tokens that were counted."""
+        if not self.config.prefix_caching:
             return ()
-        pieces = _PIECES.findall(gen.prompt_text)
+        pieces = [piece for part in gen.prompt_parts for piece in _PIECES.findall(part)]
         return prefix_block_hashes(pieces, self.config.profile.block_size)
 
 

@@ -57,7 +57,8 @@ class Generation:
 
     chat: bool
     prompt_tokens: int
-    prompt_text: str
+    prompt_parts: tuple[str, ...]
+    """The counted texts, in order (message contents or the prompt), for prefix hashing."""
     max_tokens: int | None
     min_tokens: int
     ignore_eos: bool
@@ -168,7 +169,7 @@ def _generation(body: Mapping[str, Any], *, chat: bool, texts: list[str], token_
     return Generation(
         chat=chat,
         prompt_tokens=prompt_tokens,
-        prompt_text="".join(texts),
+        prompt_parts=tuple(texts),
         max_tokens=max_tokens,
         min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)),
