@@ -1,4 +1,4 @@
-"""Threshold expressions as k6 writes them: ``p99(ttft) < 2s``, ``error_rate < 0.5%``.
+"""Threshold expressions (pass/fail criteria and stop conditions) as k6 writes them: ``p99(ttft) < 2s``, ``error_rate < 0.5%``.
 
 Parsed once at validation into a typed ``Threshold`` so that a typo is a scenario error with
 a line number, not a surprise at the end of a one-hour soak.

@@ -6,7 +6,7 @@ summarises a live run, a crashed run's leftovers and (later) a simulated run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from surgelab import __version__
 from surgelab.analysis.stats import distribution
 from surgelab.metrics.record import FAILED_STATES, State
-from surgelab.scenario.model import Scenario
-from surgelab.scenario.thresholds import Threshold
+from surgelab.scenario.model import Scenario, Slo
+from surgelab.conditions import Threshold
 
 __all__ = ["RunInfo", "summarize", "SUMMARY_VERSION"]
 
@@ -27,10 +27,17 @@ _NS = 1e9
 
 @dataclass(frozen=True)
 class RunInfo:
+    """Facts about the run that the records alone do not hold (from ``run.json``).
+
+    Planned times default to what the scenario says (phase jitter not included).
+    """
+
     started_at: str | None = None
     stop_reason: str = "unknown"
-    stopped_at_s: float | None = None  # end of the measurement window
+    stopped_at_s: float | None = None  # end of the measurement window; None after a crash
     wall_s: float | None = None
+    planned_duration_s: float | None = None
+    window_start_s: float | None = None  # the earliest end of a phase's warm-up
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
@@ -39,7 +46,16 @@ class RunInfo:
             stop_reason=data.get("stop_reason", "unknown (no clean stop recorded)"),
             stopped_at_s=data.get("stopped_at_s"),
             wall_s=data.get("wall_s"),
+            planned_duration_s=data.get("planned_duration_s"),
+            window_start_s=data.get("window_start_s"),
         )
+
+    def resolved(self, scenario: Scenario) -> RunInfo:
+        planned = self.planned_duration_s if self.planned_duration_s is not None else scenario.planned_duration
+        start = self.window_start_s
+        if start is None:
+            start = min(p.start + p.load.warmup for p in scenario.phase_list)
+        return replace(self, planned_duration_s=planned, window_start_s=start)
 
 
 def _seconds(table: pa.Table, column: str) -> np.ndarray:
@@ -47,12 +63,20 @@ def _seconds(table: pa.Table, column: str) -> np.ndarray:
     return table[column].cast(pa.float64()).to_numpy(zero_copy_only=False) / _NS
 
 
+def _strings(table: pa.Table, column: str) -> np.ndarray:
+    return table[column].to_numpy(zero_copy_only=False).astype(str)
+
+
 class _Columns:
     """The record columns the summary needs, as numpy arrays."""
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
-        self.state = table["state"].to_numpy(zero_copy_only=False).astype(str)
+        self.state = _strings(table, "state")
+        self.phase = _strings(table, "phase")
+        self.request_class = _strings(table, "request_class")
+        self.tier = _strings(table, "tier")
+        self.usage_source = _strings(table, "usage_source")
         self.warmup = table["warmup"].to_numpy(zero_copy_only=False).astype(bool)
         self.intended = _seconds(table, "intended_ns")
         self.sent = _seconds(table, "sent_ns")
@@ -76,73 +100,32 @@ class _Columns:
 
 
 def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
+    info = info.resolved(scenario)
     c = _Columns(table)
-    load = scenario.load
-    window_start = load.warmup
+    window_start = info.window_start_s
     window_end = info.stopped_at_s
     if window_end is None:  # crashed run: the records tell how far it got
         finite = c.end[~np.isnan(c.end)]
-        window_end = min(load.duration, float(finite.max()) if finite.size else load.duration)
+        window_end = min(info.planned_duration_s, float(finite.max()) if finite.size else info.planned_duration_s)
     window_end = max(window_end, window_start)
-    window = window_end - window_start
+    window = Window(window_start, window_end)
 
-    measured = ~c.warmup
-    ok = measured & (c.state == State.OK.value)
-    failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
-    dropped = measured & (c.state == State.DROPPED.value)
-    in_window = (c.end >= window_start) & (c.end <= window_end)
-    ok_in_window = ok & in_window
-
-    # Latency as the user felt it (from the intended send) and as the server served it.
-    felt = {
-        "ttft": distribution(c.first_token[ok] - c.intended[ok], 1000),
-        "itl": distribution(c.itl_of(ok), 1000),
-        "tpot": distribution(_tpot(c, ok, scenario.target.stream), 1000),
-        "e2e": distribution(c.end[ok] - c.intended[ok], 1000),
-    }
-    service = {
-        "ttft": distribution(c.first_token[ok] - c.sent[ok], 1000),
-        "e2e": distribution(c.end[ok] - c.sent[ok], 1000),
-    }
-    has_sent = measured & ~np.isnan(c.sent)
-    lag = c.sent[has_sent] - c.intended[has_sent]
-    lag_stats = distribution(lag, 1000)
-
+    everything = np.ones(len(c.state), dtype=bool)
+    overall = _block(c, everything, window, scenario)
     by_state = {s.value: int(np.sum(c.state == s.value)) for s in State}
-    n_ok, n_failed = int(ok.sum()), int(failed.sum())
-    finished = n_ok + n_failed
-    error_rate = n_failed / finished if finished else 0.0
-    drop_base = finished + int(dropped.sum())
-    drop_rate = int(dropped.sum()) / drop_base if drop_base else 0.0
-
-    out_tokens = float(np.nansum(c.output[ok_in_window]))
-    in_tokens = float(np.nansum(c.prompt[ok_in_window]))
-    per_s = (lambda x: x / window) if window > 0 else (lambda x: 0.0)
-    good = _meets_slo(c, ok_in_window, scenario)
-    finished_in_window = int((ok_in_window | (failed & in_window)).sum())
-
+    lag_stats = _lag(c, ~c.warmup)
     validity = _validity(lag_stats, by_state, scenario)
     summary: dict[str, Any] = {
         "schema_version": SUMMARY_VERSION,
         "surgelab_version": __version__,
         "name": scenario.name,
         "started_at": info.started_at,
-        "mode": load.mode,
-        "target": {
-            "url": scenario.target.base_url,
-            "model": scenario.target.model,
-            "endpoint": scenario.target.endpoint,
-            "stream": scenario.target.stream,
-        },  # fmt: skip
-        "load": {
-            "rate": load.rate,
-            "arrival": load.arrival.value if load.mode == "open" else None,
-            "concurrency": load.concurrency,
-            "planned_duration_s": load.duration,
-            "warmup_s": load.warmup,
-        },  # fmt: skip
+        "mode": _mode(scenario),
+        "target": {"url": scenario.target.base_url, "model": scenario.target.model,
+                   "endpoint": scenario.target.endpoint, "stream": scenario.target.stream},  # fmt: skip
+        "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
-        "duration_s": window,
+        "duration_s": window.length,
         "wall_s": info.wall_s,
         "requests": {
             "scheduled": len(c.state),
@@ -152,41 +135,135 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
             "cancelled": by_state["cancelled"],
             "by_state": by_state,
             "warmup": int(c.warmup.sum()),
-            "measured": int(measured.sum()),
-            "error_rate": error_rate,
-            "drop_rate": drop_rate,
+            "measured": int((~c.warmup).sum()),
+            "error_rate": overall["requests"]["error_rate"],
+            "drop_rate": overall["requests"]["drop_rate"],
         },
-        "throughput": {
-            "requests_per_s": per_s(float(ok_in_window.sum())),
-            "output_tokens_per_s": per_s(out_tokens),
-            "input_tokens_per_s": per_s(in_tokens),
-            "total_tokens_per_s": per_s(out_tokens + in_tokens),
-        },
-        "latency_ms": felt,
-        "service_latency_ms": service,
+        "throughput": overall["throughput"],
+        "latency_ms": overall["latency_ms"],
+        "service_latency_ms": overall["service_latency_ms"],
         "schedule_lag_ms": {k: lag_stats[k] for k in ("mean", "p50", "p99", "max")},
         "validity": validity,
         "concurrency": _littles_law(c, window_start, window_end),
-        "goodput": {
-            "requests_per_s": per_s(float(good.sum())),
-            "fraction": float(good.sum()) / finished_in_window if finished_in_window else None,
-            "slo_ms": {k: (v * 1000 if v is not None else None) for k, v in scenario.slo.model_dump().items()},
-        },
+        "goodput": overall["goodput"],
         "tokens": {
-            "prompt_total": int(np.nansum(c.prompt[ok])),
-            "output_total": int(np.nansum(c.output[ok])),
-            "usage_source": {
-                str(s): int(n)
-                for s, n in zip(
-                    *np.unique(table["usage_source"].to_numpy(zero_copy_only=False).astype(str)[ok], return_counts=True)
-                )
-            },  # fmt: skip
+            "prompt_total": overall["tokens"]["prompt_total"],
+            "output_total": overall["tokens"]["output_total"],
+            "usage_source": overall["tokens"]["usage_source"],
         },
+        "by_phase": _breakdown(c, c.phase, window, scenario),
+        "by_class": _breakdown(c, c.request_class, window, scenario),
+        "by_tier": _breakdown(c, c.tier, window, scenario),
     }
+    ok = ~c.warmup & (c.state == State.OK.value)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     return summary
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+
+    @property
+    def length(self) -> float:
+        return self.end - self.start
+
+    def per_s(self, count: float) -> float:
+        return count / self.length if self.length > 0 else 0.0
+
+
+def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
+    """Requests, throughput, latency and goodput of a subset of rows (warm-up excluded)."""
+    measured = rows & ~c.warmup
+    ok = measured & (c.state == State.OK.value)
+    failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+    dropped = measured & (c.state == State.DROPPED.value)
+    in_window = (c.end >= window.start) & (c.end <= window.end)
+    ok_in_window = ok & in_window
+    n_ok, n_failed, n_dropped = int(ok.sum()), int(failed.sum()), int(dropped.sum())
+    finished = n_ok + n_failed
+    out_tokens = float(np.nansum(c.output[ok_in_window]))
+    in_tokens = float(np.nansum(c.prompt[ok_in_window]))
+    good = _meets_slo(c, ok_in_window, scenario)
+    finished_in_window = int((ok_in_window | (failed & in_window)).sum())
+    return {
+        "requests": {
+            "measured": int(measured.sum()),
+            "ok": n_ok,
+            "failed": n_failed,
+            "dropped": n_dropped,
+            "error_rate": n_failed / finished if finished else 0.0,
+            "drop_rate": n_dropped / (finished + n_dropped) if finished + n_dropped else 0.0,
+        },
+        "throughput": {
+            "requests_per_s": window.per_s(float(ok_in_window.sum())),
+            "output_tokens_per_s": window.per_s(out_tokens),
+            "input_tokens_per_s": window.per_s(in_tokens),
+            "total_tokens_per_s": window.per_s(out_tokens + in_tokens),
+        },
+        "latency_ms": {
+            "ttft": distribution(c.first_token[ok] - c.intended[ok], 1000),
+            "itl": distribution(c.itl_of(ok), 1000),
+            "tpot": distribution(_tpot(c, ok, scenario.target.stream), 1000),
+            "e2e": distribution(c.end[ok] - c.intended[ok], 1000),
+        },
+        "service_latency_ms": {
+            "ttft": distribution(c.first_token[ok] - c.sent[ok], 1000),
+            "e2e": distribution(c.end[ok] - c.sent[ok], 1000),
+        },
+        "goodput": {
+            "requests_per_s": window.per_s(float(good.sum())),
+            "fraction": float(good.sum()) / finished_in_window if finished_in_window else None,
+            "slo_ms": _slo_ms(scenario.slo),
+        },
+        "tokens": {
+            "prompt_total": int(np.nansum(c.prompt[ok])),
+            "output_total": int(np.nansum(c.output[ok])),
+            "usage_source": {str(s): int(n) for s, n in zip(*np.unique(c.usage_source[ok], return_counts=True))},
+        },
+    }
+
+
+def _breakdown(c: _Columns, labels: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
+    """The same block for every distinct label (phase, class or tier)."""
+    result = {}
+    for label in sorted(set(labels.tolist())):
+        block = _block(c, labels == label, window, scenario)
+        del block["tokens"]["usage_source"]
+        result[str(label)] = block
+    return result
+
+
+def _slo_ms(slo: Slo) -> dict[str, float | None]:
+    return {k: (v * 1000 if v is not None else None) for k, v in slo.model_dump().items()}
+
+
+def _lag(c: _Columns, rows: np.ndarray) -> dict[str, Any]:
+    has_sent = rows & ~np.isnan(c.sent)
+    return distribution(c.sent[has_sent] - c.intended[has_sent], 1000)
+
+
+def _mode(scenario: Scenario) -> str:
+    modes = {p.load.mode for p in scenario.phase_list}
+    return modes.pop() if len(modes) == 1 else "mixed"
+
+
+def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
+    """The load as planned: the single phase's figures, and every phase described."""
+    phases = scenario.phase_list
+    first = phases[0].load
+    single = len(phases) == 1
+    return {
+        "rate": first.shape.peak if single and first.mode == "open" else None,
+        "arrival": first.arrival.value if single and first.mode == "open" else None,
+        "concurrency": first.shape.peak if single and first.mode == "closed" else None,
+        "planned_duration_s": info.planned_duration_s,
+        "warmup_s": info.window_start_s,
+        "phases": [{"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases],
+    }
 
 
 def _tpot(c: _Columns, mask: np.ndarray, stream: bool) -> np.ndarray:
@@ -197,17 +274,24 @@ def _tpot(c: _Columns, mask: np.ndarray, stream: bool) -> np.ndarray:
 
 
 def _meets_slo(c: _Columns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
-    slo, good = scenario.slo, mask.copy()
+    """Rows meeting every objective of their tier (the scenario's SLO where a tier sets none)."""
+    good = mask.copy()
+    tiers = set(c.tier[mask].tolist()) if mask.any() else set()
+    mean_itl = None
     with np.errstate(invalid="ignore"):
-        if slo.ttft is not None:
-            good &= (c.first_token - c.intended) <= slo.ttft
-        if slo.e2e is not None:
-            good &= (c.end - c.intended) <= slo.e2e
-        if slo.tpot is not None:
-            tpot = np.where(c.output > 1, (c.end - c.first_token) / np.maximum(c.output - 1, 1), 0.0)
-            good &= tpot <= slo.tpot
-        if slo.itl is not None:
-            good &= np.nan_to_num(c.mean_itl(), nan=0.0) <= slo.itl
+        for tier in tiers:
+            slo, rows = scenario.slo_of(str(tier)), mask & (c.tier == tier)
+            if slo.ttft is not None:
+                good[rows] &= (c.first_token[rows] - c.intended[rows]) <= slo.ttft
+            if slo.e2e is not None:
+                good[rows] &= (c.end[rows] - c.intended[rows]) <= slo.e2e
+            if slo.tpot is not None:
+                out = c.output[rows]
+                tpot = np.where(out > 1, (c.end[rows] - c.first_token[rows]) / np.maximum(out - 1, 1), 0.0)
+                good[rows] &= tpot <= slo.tpot
+            if slo.itl is not None:
+                mean_itl = c.mean_itl() if mean_itl is None else mean_itl
+                good[rows] &= np.nan_to_num(mean_itl[rows], nan=0.0) <= slo.itl
     return good
 
 
@@ -236,7 +320,8 @@ def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario)
     if lag["p99"] is not None and lag["p99"] > bound_ms:
         reasons.append(f"client fell behind its schedule: lag P99 {lag['p99']:.1f} ms > {bound_ms:g} ms")
     if by_state["dropped"] and not scenario.validity.allow_drops:
-        reasons.append(f"{by_state['dropped']} requests dropped at max_in_flight ({scenario.load.max_in_flight})")
+        limits = ", ".join(f"{p.load.max_in_flight}" for p in scenario.phase_list if p.load.mode == "open")
+        reasons.append(f"{by_state['dropped']} requests dropped at max_in_flight ({limits})")
     return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms}
 
 

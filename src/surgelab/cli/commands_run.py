@@ -164,11 +164,10 @@ def execute(scenario: Scenario, console: Console, quiet: bool = False, run_dir: 
 def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> None:
     """Check a scenario file; print every problem with its line number."""
     scenario = load_or_exit(scenario_file, {})
-    load = scenario.load
-    what = f"{load.rate:g} req/s ({load.arrival.value})" if load.mode == "open" else f"{load.concurrency} users"
-    print(
-        f"{scenario_file}: ok — {scenario.name}: {load.mode} loop, {what} for {load.duration:g}s against {scenario.target.base_url}"
+    phases = "; ".join(
+        f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s" for p in scenario.phase_list
     )
+    print(f"{scenario_file}: ok — {scenario.name} against {scenario.target.base_url} — {phases}")
 
 
 @app.command("schema")

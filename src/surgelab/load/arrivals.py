@@ -7,10 +7,11 @@ is reproducible, can be previewed, and can be split between workers by index.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["Arrival", "arrival_offsets"]
+__all__ = ["Arrival", "arrival_offsets", "shaped_offsets"]
 
 
 class Arrival(str, enum.Enum):
@@ -25,6 +26,7 @@ def arrival_offsets(
     arrival: Arrival,
     rng: np.random.Generator,
     cv: float = 1.0,
+    start_at_zero: bool = True,
 ) -> np.ndarray:
     """Intended send offsets (seconds, ascending, all < ``duration``) at a constant mean rate.
 
@@ -49,7 +51,44 @@ def arrival_offsets(
         pieces.append(times)
         total = float(times[-1])
     offsets = np.concatenate(pieces)
-    # The first arrival comes one gap after zero for a renewal process; start the clock at
-    # zero instead so a run does not open with an idle gap.
-    offsets = offsets - offsets[0] if len(offsets) else offsets
+    # The first arrival comes one gap after zero for a renewal process; by default start the
+    # clock at zero instead so a run does not open with an idle gap.
+    if start_at_zero and len(offsets):
+        offsets = offsets - offsets[0]
     return offsets[offsets < duration]
+
+
+def shaped_offsets(
+    level: Callable[[np.ndarray], np.ndarray],
+    duration: float,
+    arrival: Arrival,
+    rng: np.random.Generator,
+    cv: float = 1.0,
+    resolution: float = 0.001,
+) -> np.ndarray:
+    """Intended offsets (seconds) for a rate that varies in time, by time rescaling.
+
+    With Λ(t) = ∫₀ᵗ λ(s) ds, a process with unit mean gaps in Λ-time mapped back through Λ⁻¹
+    has rate λ(t): a unit-rate Poisson process becomes the non-homogeneous Poisson process
+    (exactly, as thinning would give), a gamma renewal keeps its burstiness relative to the
+    local rate, and evenly spaced points give deterministic arrivals. Λ is integrated with
+    the trapezoid rule on a grid of ``resolution`` seconds (coarsened for long runs).
+    """
+    if duration <= 0:
+        return np.empty(0)
+    steps = int(np.ceil(duration / resolution))
+    if steps > 4_000_000:
+        steps = 4_000_000
+    grid = np.linspace(0.0, duration, steps + 1)
+    rates = np.maximum(np.asarray(level(grid), dtype=float), 0.0)
+    cumulative = np.concatenate([[0.0], np.cumsum((rates[1:] + rates[:-1]) / 2 * np.diff(grid))])
+    total = float(cumulative[-1])
+    if total <= 0:
+        return np.empty(0)
+    unit = arrival_offsets(1.0, total, arrival, rng, cv=cv, start_at_zero=False)
+    if arrival is Arrival.CONSTANT:
+        unit = unit + 0.5  # mid-interval, so a level that starts at zero does not fire at t=0
+        unit = unit[unit < total]
+    # Λ is non-decreasing; where it is flat (rate 0) interp lands on the first such grid point.
+    keep = np.concatenate([[True], np.diff(cumulative) > 0])
+    return np.interp(unit, cumulative[keep], grid[keep])

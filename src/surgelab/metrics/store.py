@@ -36,13 +36,16 @@ class RecordMeta:
     worker: int = 0
     phase: str = "main"
     request_class: str = "default"
+    tier: str = "default"
+    session: int = -1
+    turn: int = 0
 
 
 class RecordBuffer:
     """Rows accumulated column by column; ``take`` hands them over as one Arrow table."""
 
     _SCALARS = (
-        "id", "worker", "user", "phase", "request_class", "warmup", "state", "intended_ns",
+        "id", "worker", "user", "phase", "request_class", "tier", "session", "turn", "warmup", "state", "intended_ns",
         "sent_ns", "first_byte_ns", "first_token_ns", "end_ns", "prompt_tokens",
         "output_tokens", "usage_source", "http_status", "error",
     )  # fmt: skip
@@ -65,6 +68,9 @@ class RecordBuffer:
         c["user"].append(meta.user)
         c["phase"].append(meta.phase)
         c["request_class"].append(meta.request_class)
+        c["tier"].append(meta.tier)
+        c["session"].append(meta.session)
+        c["turn"].append(meta.turn)
         c["warmup"].append(meta.warmup)
         c["state"].append(outcome.state.value)
         c["intended_ns"].append(meta.intended_ns)

@@ -1,44 +1,35 @@
-"""Run one scenario against its target: schedule, send, record, stop cleanly, summarise.
+"""Run one scenario against its target: plan the phases, send, record, stop cleanly, summarise.
 
-Open loop: the whole arrival schedule is computed up front; the scheduler sleeps until the
-next intended time and fires every request that is due in one go, so a late wake-up never
-shifts later requests (no coordinated omission). A request that would exceed
-``max_in_flight`` is recorded as dropped, not delayed. Closed loop: each virtual user sends,
-waits for the response, thinks, and repeats; its intended time is when it became ready.
-
-Every scheduled request is recorded exactly once, in one final state.
+Every scheduled request is recorded exactly once, in one final state; the run directory is
+written as it goes, so an interruption keeps what was measured.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import math
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
-from surgelab.client.openai import OpenAIClient
-from surgelab.load.arrivals import arrival_offsets
-from surgelab.metrics.record import Outcome, State
-from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore, read_records
+from surgelab.load.shapes import Breakpoint
+from surgelab.metrics.store import read_records
+from surgelab.runner.closed_loop import run_closed_loop
+from surgelab.runner.execution import SECOND, Execution
 from surgelab.runner.live import LiveSnapshot, LiveStats
+from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
+from surgelab.runner.open_loop import run_open_loop
+from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.scenario.model import Scenario
-from surgelab.workload.prompts import PromptFactory
 
 __all__ = ["RunResult", "run_scenario", "open_loop_offsets"]
-
-_SECOND = 1_000_000_000
-_MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
 
 
 @dataclass
@@ -52,197 +43,62 @@ class RunResult:
         return bool(self.summary.get("thresholds_passed", True))
 
 
-def open_loop_offsets(scenario: Scenario) -> np.ndarray:
-    """The open-loop schedule in integer nanoseconds, reproducible from the seed."""
-    load = scenario.load
-    rng = np.random.default_rng([scenario.seed, 10])
-    offsets = arrival_offsets(load.rate or 0.0, load.duration, load.arrival, rng, cv=load.cv)
-    return np.round(offsets * _SECOND).astype(np.int64)
+def _target_text(plans: list[PhasePlan]) -> Callable[[float], str]:
+    """What the live view shows as the planned load at a moment of the run."""
+
+    def at(t_s: float) -> str:
+        t_ns = int(t_s * SECOND)
+        parts = []
+        for plan in plans:
+            if plan.start_ns <= t_ns < plan.end_ns:
+                unit = "req/s" if plan.phase.load.mode == "open" else "users"
+                name = f"{plan.phase.name}: " if len(plans) > 1 else ""
+                parts.append(f"{name}{plan.level_at(t_ns):.3g} {unit}")
+        return ", ".join(parts) or "–"
+
+    return at
 
 
-@dataclass
-class _Stop:
-    requested: bool = False
-    reason: str = "completed"
-    at_ns: int | None = None
-    hurry: bool = False  # a second interrupt: no grace
+async def _run_phase(ex: Execution, plan: PhasePlan) -> None:
+    if not await ex.sleep_until(plan.start_ns):
+        return
+    if plan.phase.load.mode == "open":
+        await run_open_loop(ex, plan)
+    else:
+        await run_closed_loop(ex, plan)
 
 
-class _Run:
-    def __init__(self, scenario: Scenario, run_dir: Path, api_key: str | None,
-                 on_tick: Callable[[LiveSnapshot], None] | None) -> None:  # fmt: skip
-        self.scenario = scenario
-        self.load = scenario.load
-        self.run_dir = run_dir
-        self.on_tick = on_tick
-        self.prompts = PromptFactory(scenario.workload, scenario.seed)
-        self.buffer = RecordBuffer()
-        self.store = RecordStore(run_dir)
-        target = f"{self.load.rate:g} req/s" if self.load.mode == "open" else f"{self.load.concurrency} users"
-        self.live = LiveStats(self.load.duration, target)
-        self.stop = _Stop()
-        self.tasks: set[asyncio.Task] = set()
-        self._writing: asyncio.Future | None = None
-        self.t0 = time.perf_counter_ns()
-        self.end_ns = int(self.load.duration * _SECOND)
-        self.warmup_ns = int(self.load.warmup * _SECOND)
-        pool = self.load.max_in_flight if self.load.mode == "open" else (self.load.concurrency or 0)
-        self.client = OpenAIClient(scenario.target, self.clock, self.prompts.tokenizer, api_key, pool_size=pool)
+async def _execute(ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None) -> None:
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, ex.request_stop, f"interrupted ({signal.Signals(sig).name})")
 
-    def clock(self) -> int:
-        return time.perf_counter_ns() - self.t0
-
-    def request_stop(self, reason: str) -> None:
-        if self.stop.requested:
-            self.stop.hurry = True
-            return
-        self.stop.requested, self.stop.reason, self.stop.at_ns = True, reason, self.clock()
-
-    # -- recording ---------------------------------------------------------------------------
-
-    def _record(self, meta: RecordMeta, out: Outcome) -> None:
-        self.buffer.add(meta, out)
-        self.live.on_done(meta, out, self.clock())
-
-    async def _execute(self, meta: RecordMeta, spec) -> None:
-        out = Outcome()
-        try:
-            await self.client.send(spec, out)
-        except asyncio.CancelledError:
-            out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
-            raise
-        finally:
-            self._record(meta, out)
-
-    # -- open loop ---------------------------------------------------------------------------
-
-    def _fire(self, index: int, intended: int) -> None:
-        meta = RecordMeta(id=index, intended_ns=int(intended), warmup=intended < self.warmup_ns)
-        self.live.scheduled += 1
-        if self.live.in_flight >= self.load.max_in_flight:
-            out = Outcome(state=State.DROPPED, error=f"max_in_flight ({self.load.max_in_flight}) reached")
-            self._record(meta, out)
-            return
-        self.live.on_send(self.clock())
-        task = asyncio.create_task(self._execute(meta, self.prompts.spec(index)))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def _open_loop(self) -> None:
-        offsets = open_loop_offsets(self.scenario)
-        i, n = 0, len(offsets)
-        while i < n and not self.stop.requested:
-            now = self.clock()
-            due = offsets[i]
-            if due > now:
-                await asyncio.sleep(min((due - now) / _SECOND, _MAX_NAP_S))
-                continue
-            while i < n and offsets[i] <= now:  # everything that is due, at once
-                self._fire(i, offsets[i])
-                i += 1
-            await asyncio.sleep(0)
-
-    # -- closed loop -------------------------------------------------------------------------
-
-    async def _user(self, user: int, ids: itertools.count) -> None:
-        load = self.load
-        rng = np.random.default_rng([self.scenario.seed, 20, user])
-        users = load.concurrency or 1
-        ready = int(load.ramp_up * _SECOND * user / users)
-        while not self.stop.requested and ready < self.end_ns:
-            now = self.clock()
-            if ready > now:
-                await asyncio.sleep(min((ready - now) / _SECOND, _MAX_NAP_S))
-                continue
-            index = next(ids)
-            meta = RecordMeta(id=index, intended_ns=ready, warmup=ready < self.warmup_ns, user=user)
-            self.live.scheduled += 1
-            self.live.on_send(now)
-            await self._execute(meta, self.prompts.spec(index))
-            think = float(load.think_time.sample(rng, 1)[0])
-            ready = self.clock() + int(think * _SECOND)
-
-    async def _closed_loop(self) -> None:
-        ids = itertools.count()
-        for user in range(self.load.concurrency or 0):
-            task = asyncio.create_task(self._user(user, ids))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
-        await self._drain()
-
-    # -- ending ------------------------------------------------------------------------------
-
-    async def _drain(self) -> None:
-        """Let in-flight work finish; after a stop, only for the grace period."""
-        while self.tasks and not self.stop.requested:
-            await asyncio.wait(set(self.tasks), timeout=_MAX_NAP_S)
-        if self.tasks:
-            deadline = time.monotonic() + (0 if self.stop.hurry else self.load.grace)
-            while self.tasks and not self.stop.hurry and time.monotonic() < deadline:
-                await asyncio.wait(set(self.tasks), timeout=min(_MAX_NAP_S, max(deadline - time.monotonic(), 0)))
-            for task in list(self.tasks):
-                task.cancel()
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    async def _flush_loop(self) -> None:
-        """Write buffered records off the event loop; a write in progress is never abandoned."""
-        interval = self.scenario.output.flush_interval
-        while True:
-            await asyncio.sleep(interval)
-            self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
-            await asyncio.shield(self._writing)
-
-    async def _tick_loop(self) -> None:
-        abort = [t for t in self.scenario.thresholds if t.abort_on_fail]
-        ticks = 0
-        while True:
-            await asyncio.sleep(0.5)
-            ticks += 1
-            now = self.clock()
-            if self.on_tick is not None:
-                self.on_tick(self.live.snapshot(now))
-            if (
-                abort
-                and ticks % 2 == 0
-                and now >= self.warmup_ns
-                and self.live.measured_ok + self.live.measured_failed >= 10
-            ):
-                for threshold in abort:
-                    value = self.live.value(threshold)
-                    if value is not None and not threshold.passes(value):
-                        self.request_stop(f"aborted: threshold {threshold.expr!r} failed")
-                        break
-
-    async def execute(self, stop_event: asyncio.Event | None, handle_signals: bool) -> str:
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-        for sig in signals:
-            loop.add_signal_handler(sig, self.request_stop, f"interrupted ({signal.Signals(sig).name})")
-        watcher = asyncio.create_task(self._watch(stop_event)) if stop_event is not None else None
-        helpers = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._tick_loop())]
-        try:
-            async with self.client:
-                if self.load.mode == "open":
-                    await self._open_loop()
-                    await self._drain()
-                else:
-                    await self._closed_loop()
-        finally:
-            for task in [*helpers, *([watcher] if watcher else [])]:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            if self._writing is not None:
-                await self._writing  # let a flush under way land before the last one
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-            self.store.write(self.buffer.take())
-            if self.on_tick is not None:
-                self.on_tick(self.live.snapshot(self.clock()))
-        return self.stop.reason
-
-    async def _watch(self, stop_event: asyncio.Event) -> None:
+    async def watch_event() -> None:
+        assert stop_event is not None
         await stop_event.wait()
-        self.request_stop("stopped")
+        ex.request_stop("stopped")
+
+    helpers = [
+        asyncio.create_task(ex.flush_loop()),
+        asyncio.create_task(watch_thresholds(ex, min(p.warmup_end_ns for p in plans))),
+        *(asyncio.create_task(watch_breakpoint(ex, p)) for p in plans if isinstance(p.phase.load.shape, Breakpoint)),
+        *([asyncio.create_task(watch_event())] if stop_event is not None else []),
+    ]
+    grace = max(p.phase.load.grace for p in plans)
+    try:
+        async with ex.client:
+            starters = [ex.spawn(_run_phase(ex, plan)) for plan in plans]
+            await asyncio.gather(*starters, return_exceptions=True)
+            await ex.drain(grace)
+    finally:
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await ex.final_flush()
+        ex.tick()
 
 
 async def run_scenario(
@@ -256,20 +112,30 @@ async def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` and leave records, summary and resolved scenario in ``run_dir``."""
     run_dir = prepare_run_dir(run_dir, scenario)
-    started = datetime.now(timezone.utc)
+    plans = plan_phases(scenario)
     info: dict[str, Any] = {
         "surgelab_version": __version__,
-        "started_at": started.isoformat(),
+        "started_at": datetime.now(timezone.utc).isoformat(),
         "pid": os.getpid(),
-        "planned_duration_s": scenario.load.duration,
+        "planned_duration_s": max(p.end_ns for p in plans) / SECOND,
+        "window_start_s": min(p.warmup_end_ns for p in plans) / SECOND,
+        "phases": [
+            {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
+            for p in plans
+        ],
     }
     write_json(run_dir / "run.json", info)
-    run = _Run(scenario, run_dir, api_key, on_tick)
-    reason = await run.execute(stop_event, handle_signals)
-    wall_s = run.clock() / _SECOND
-    run.store.finalize()
-    info.update(stop_reason=reason, stopped_at_s=(run.stop.at_ns or run.end_ns) / _SECOND, wall_s=wall_s)
+    pool = sum(
+        p.phase.load.max_in_flight if p.phase.load.mode == "open" else math.ceil(p.phase.load.shape.peak) for p in plans
+    )
+    live = LiveStats(info["planned_duration_s"], _target_text(plans))
+    ex = Execution(scenario, run_dir, api_key, live, on_tick, pool_size=pool)
+    await _execute(ex, plans, handle_signals, stop_event)
+    run_end_ns = max(p.end_ns for p in plans)
+    stopped_at = min(ex.stop.at_ns, run_end_ns) if ex.stop.at_ns is not None else run_end_ns
+    info.update(stop_reason=ex.stop.reason, stopped_at_s=stopped_at / SECOND, wall_s=ex.clock() / SECOND)
+    ex.store.finalize()
     write_json(run_dir / "run.json", info)
     summary = summarize(read_records(run_dir), scenario, RunInfo.from_dict(info))
     write_json(run_dir / "summary.json", summary)
-    return RunResult(run_dir=run_dir, summary=summary, stop_reason=reason)
+    return RunResult(run_dir=run_dir, summary=summary, stop_reason=ex.stop.reason)

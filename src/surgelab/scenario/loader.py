@@ -72,15 +72,22 @@ def _describe(error: Mapping[str, Any]) -> str:
 
 
 def _field_path(loc: tuple[Any, ...], data: Any) -> str:
-    """Dotted path of the fields in ``loc``, without pydantic's union tags."""
+    """Dotted path of the fields in ``loc`` as the user wrote them.
+
+    Pydantic's location also names union members (``steady``, ``uniform``) and the fields of
+    a shorthand's expansion (a bare ``rate: 5`` becomes ``{type: steady, level: 5}``); the
+    path stops where the user's data does.
+    """
     text, node = "", data
-    for part in loc:
+    for depth, part in enumerate(loc):
         if isinstance(part, int):
             text += f"[{part}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
             continue
-        if "[" in part or (isinstance(node, dict) and node.get("dist") == part and part not in node):
+        if "[" in part or (isinstance(node, dict) and part not in node and part in (node.get("dist"), node.get("type"))):
             continue  # a union member's tag, not a field
+        if depth and node is not None and not isinstance(node, (dict, list)):
+            break  # inside the expansion of a shorthand scalar
         text += f".{part}" if text else part
         node = node.get(part) if isinstance(node, dict) else None
     return text

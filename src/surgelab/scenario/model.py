@@ -11,12 +11,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from surgelab.load.arrivals import Arrival
-from surgelab.scenario.thresholds import Threshold
+from surgelab.load.shapes import Shape
+from surgelab.conditions import Threshold
 from surgelab.units import parse_duration
 from surgelab.workload.distributions import Distribution
 
-__all__ = ["Scenario", "Target", "Timeouts", "Load", "Workload", "Slo", "Validity", "Output"]
+__all__ = [
+    "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Slo", "Tier",
+    "Phase", "Validity", "Output",
+]  # fmt: skip
 
+DEFAULT_DURATION_S = 60.0
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
@@ -60,49 +65,108 @@ class Target(_Model):
 
 
 class Load(_Model):
-    """Open loop (``rate``) or closed loop (``concurrency``); exactly one of the two."""
+    """Open loop (``rate``) or closed loop (``concurrency``); exactly one of the two.
 
-    rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="Open loop: requests per second.")
+    Either is a number (a steady level) or a shape: step, ramp, spike, wave, stages or
+    breakpoint (see the shapes section below).
+    """
+
+    rate: Shape | None = Field(None, description="Open loop: requests per second, a number or a shape.")
     arrival: Arrival = Field(Arrival.POISSON, description="Open loop: constant, poisson or gamma arrivals.")
     cv: float = Field(1.0, gt=0, allow_inf_nan=False, description="Gamma arrivals: coefficient of variation of the gaps.")
-    concurrency: int | None = Field(None, ge=1, description="Closed loop: number of virtual users.")
-    think_time: Distribution = Field(
-        0.0, description="Closed loop: pause between a response and the user's next request."
-    )
+    concurrency: Shape | None = Field(None, description="Closed loop: number of virtual users, a number or a shape.")
+    think_time: Distribution = Field(0.0, description="Closed loop: pause between a response and the user's next request.")
     ramp_up: Seconds = Field(0.0, description="Closed loop: users start evenly spread over this time.")
-    duration: PositiveSeconds = Field(60.0, description="How long to send for.")
+    duration: PositiveSeconds | None = Field(
+        None, description="How long to send for; defaults to the shape's own length, or 60 s for steady and wave loads."
+    )
     warmup: Seconds = Field(0.0, description="Initial period recorded but excluded from the summary.")
-    max_in_flight: int = Field(
-        1000, ge=1, description="Open loop: a request that would exceed this is dropped and counted."
-    )
-    grace: Seconds = Field(
-        10.0, description="On stop, how long in-flight requests may finish before they are cancelled."
-    )
+    max_in_flight: int = Field(1000, ge=1, description="Open loop: a request that would exceed this is dropped and counted.")
+    grace: Seconds = Field(10.0, description="On stop, how long in-flight requests may finish before they are cancelled.")
 
     @model_validator(mode="after")
     def _one_mode(self) -> Load:
         if (self.rate is None) == (self.concurrency is None):
             raise ValueError("give exactly one of rate (open loop) or concurrency (closed loop)")
-        if self.warmup >= self.duration:
-            raise ValueError(f"warmup ({self.warmup:g}s) must be shorter than duration ({self.duration:g}s)")
+        if self.warmup >= self.planned_duration:
+            raise ValueError(f"warmup ({self.warmup:g}s) must be shorter than duration ({self.planned_duration:g}s)")
         return self
 
     @property
     def mode(self) -> Literal["open", "closed"]:
         return "open" if self.rate is not None else "closed"
 
+    @property
+    def shape(self) -> Any:
+        """The level over time (requests/s or users)."""
+        return self.rate if self.rate is not None else self.concurrency
 
-class Workload(_Model):
-    """What each request asks for."""
+    @property
+    def planned_duration(self) -> float:
+        if self.duration is not None:
+            return self.duration
+        natural = self.shape.natural_duration
+        return float(natural) if natural is not None else DEFAULT_DURATION_S
 
+    def describe(self) -> str:
+        unit = "req/s" if self.mode == "open" else "users"
+        return f"{self.shape.describe()} {unit}"
+
+
+class SharedPrefix(_Model):
+    """A common prompt prefix on a fraction of requests, to exercise prefix caches on purpose."""
+
+    fraction: float = Field(1.0, ge=0, le=1, description="Share of requests that carry the prefix.")
+    tokens: int = Field(ge=1, description="Prefix length in tokens.")
+
+
+class RequestClass(_Model):
+    """One kind of request in the mix: its lengths, sampling and tier."""
+
+    name: str = Field("default", description="Reported per class in the summary.")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative share of requests (e.g. from production logs).")
+    endpoint: Literal["chat", "completions"] | None = Field(None, description="Overrides target.endpoint for this class.")
     prompt_tokens: Distribution = Field(256, description="Prompt length in tokens (built-in tokenizer).")
     output_tokens: Distribution = Field(128, description="max_tokens of each request.")
-    unique_prefix: bool = Field(
-        True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result."
-    )
-    system_prompt_tokens: int = Field(
-        0, ge=0, description="A shared system prompt of this many tokens, identical in every request."
-    )
+    unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
+    system_prompt_tokens: int = Field(0, ge=0, description="A shared system prompt of this many tokens, identical in every request.")
+    shared_prefix: SharedPrefix | None = Field(None, description="A shared prefix on a fraction of requests.")
+    sampling: dict[str, Any] = Field(default_factory=dict, description="Extra body fields for this class, e.g. {temperature: 0.7}.")
+    tier: str = Field("default", description="Tier whose SLOs apply (see tiers).")
+
+
+_CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
+
+
+class Workload(RequestClass):
+    """What each request asks for: one class, or a weighted ``mix`` of classes.
+
+    With a ``mix``, the fields given here are defaults that every class inherits unless it
+    sets its own.
+    """
+
+    mix: list[RequestClass] | None = Field(None, min_length=1, description="Weighted request classes.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("mix"), list):
+            defaults = {k: v for k, v in data.items() if k in _CLASS_FIELDS}
+            data = {**data, "mix": [{**defaults, **c} if isinstance(c, dict) else c for c in data["mix"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Workload:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"request class names must be unique, got {names}")
+        return self
+
+    @property
+    def classes(self) -> list[RequestClass]:
+        if self.mix:
+            return list(self.mix)
+        return [RequestClass(**{k: getattr(self, k) for k in RequestClass.model_fields})]
 
 
 class Slo(_Model):
@@ -128,6 +192,22 @@ class Output(_Model):
     flush_interval: PositiveSeconds = Field(1.0, description="How often records are written to disk.")
 
 
+class Tier(_Model):
+    """A customer tier with its own objectives (e.g. paid and free)."""
+
+    slo: Slo = Field(Slo(), description="Objectives for this tier's requests; unset ones fall back to the scenario's.")
+
+
+class Phase(_Model):
+    """A part of the scenario with its own load and mix, starting at an offset (k6's startTime)."""
+
+    name: str = Field(description="Reported per phase in the summary.")
+    start: Seconds = Field(0.0, description="Offset from the start of the run.")
+    jitter: Seconds = Field(0.0, description="A random extra delay in [0, jitter) so phases do not fire in the same second.")
+    load: Load
+    workload: Workload | None = Field(None, description="This phase's mix; the scenario's workload when absent.")
+
+
 class Scenario(_Model):
     """A complete, reproducible test: the resolved form is saved in every run directory."""
 
@@ -135,9 +215,48 @@ class Scenario(_Model):
     description: str = Field("", description="Free text for people reading the scenario.")
     seed: int = Field(0, ge=0, description="Fixes the arrival schedule and the workload: same seed, same requests.")
     target: Target = Field(description="The endpoint under test.")
-    load: Load = Field(description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
+    load: Load | None = Field(None, description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
+    phases: list[Phase] | None = Field(None, min_length=1, description="Instead of load: several phases, each with its own load and mix.")
     workload: Workload = Field(Workload(), description="What each request asks for.")
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
+    tiers: dict[str, Tier] = Field(default_factory=dict, description="Named tiers with their own SLOs, referred to by request classes.")
     thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
     output: Output = Field(Output(), description="Where and how often results are written.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if (self.load is None) == (self.phases is None):
+            raise ValueError("give exactly one of load (a single phase) or phases")
+        names = [p.name for p in self.phase_list]
+        if len(set(names)) != len(names):
+            raise ValueError(f"phase names must be unique, got {names}")
+        for phase in self.phase_list:
+            for c in (phase.workload or self.workload).classes:
+                if c.tier != "default" and c.tier not in self.tiers:
+                    raise ValueError(f"request class {c.name!r} names tier {c.tier!r}, which is not in tiers")
+        return self
+
+    @property
+    def phase_list(self) -> list[Phase]:
+        """The phases to run; a scenario with a single ``load`` is one phase named ``main``."""
+        if self.phases:
+            return list(self.phases)
+        assert self.load is not None
+        return [Phase(name="main", load=self.load)]
+
+    def workload_of(self, phase: Phase) -> Workload:
+        return phase.workload or self.workload
+
+    def slo_of(self, tier: str) -> Slo:
+        """A tier's objectives, each unset one falling back to the scenario's."""
+        own = self.tiers.get(tier)
+        if own is None:
+            return self.slo
+        merged = {k: v if v is not None else getattr(self.slo, k) for k, v in own.slo.model_dump().items()}
+        return Slo(**merged)
+
+    @property
+    def planned_duration(self) -> float:
+        """Until the last phase ends (jitter included at its maximum)."""
+        return max(p.start + p.jitter + p.load.planned_duration for p in self.phase_list)

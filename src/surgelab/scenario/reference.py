@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.thresholds import Threshold
+from surgelab.conditions import Threshold
 
 __all__ = ["markdown"]
 

@@ -1,67 +1,94 @@
 """Request specs by index: deterministic for a seed, whichever worker or order asks.
 
-Lengths are sampled in blocks keyed by (seed, block number), so ``spec(i)`` is the same in
-a single process and in any split across workers. Prompt text is a slice of one long
-pre-generated word pool (each pool word is exactly one token and five characters with its
-space), which makes building a prompt a string slice rather than thousands of joins.
+Lengths and class choices are sampled in blocks keyed by (seed, block number), so
+``spec(i)`` is the same in a single process and in any split across workers. Prompt text
+is a slice of one long pre-generated word pool (each pool word is exactly one token and
+five characters with its space), which makes building a prompt a string slice rather than
+thousands of joins.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from surgelab.scenario.model import Workload
+from surgelab.scenario.model import RequestClass, Workload
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
-__all__ = ["PromptFactory"]
+__all__ = ["PromptFactory", "WorkloadSampler"]
 
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
 _PREFIX_WIDTH = 3
 
 
-class PromptFactory:
-    def __init__(self, workload: Workload, seed: int, tokenizer: BuiltinTokenizer | None = None) -> None:
-        self.workload = workload
-        self.seed = seed
-        self.tokenizer = tokenizer or BuiltinTokenizer()
-        pool_rng = np.random.default_rng([seed, 0])
-        ids = pool_rng.integers(0, len(VOCABULARY), size=_POOL_WORDS)
-        self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
-        self.system_prompt = (
-            self.tokenizer.synthesize(workload.system_prompt_tokens, np.random.default_rng([seed, 2]))
-            if workload.system_prompt_tokens
-            else ""
-        )
-        self._blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+class _Blocks:
+    """Per-index random draws, generated a block at a time and cached (bounded)."""
 
-    def _lengths(self, block: int) -> tuple[np.ndarray, np.ndarray]:
-        cached = self._blocks.get(block)
+    def __init__(self, seed: Sequence[int], draw) -> None:
+        self._seed, self._draw, self._cache = list(seed), draw, {}
+
+    def __getitem__(self, index: int):
+        block, offset = divmod(index, _BLOCK)
+        cached = self._cache.get(block)
         if cached is None:
-            rng = np.random.default_rng([self.seed, 1, block])
-            prompt = np.maximum(np.rint(self.workload.prompt_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
-            output = np.maximum(np.rint(self.workload.output_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
-            if len(self._blocks) > 64:
-                self._blocks.clear()
-            cached = self._blocks[block] = (prompt, output)
-        return cached
+            if len(self._cache) > 64:
+                self._cache.clear()
+            cached = self._cache[block] = self._draw(np.random.default_rng([*self._seed, block]))
+        return tuple(column[offset] for column in cached)
+
+
+class PromptFactory:
+    """Specs for one request class."""
+
+    def __init__(self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: BuiltinTokenizer | None = None) -> None:
+        self.cls = request_class
+        key = [seed] if isinstance(seed, int) else list(seed)
+        self.tokenizer = tokenizer or BuiltinTokenizer()
+        ids = np.random.default_rng([*key, 0]).integers(0, len(VOCABULARY), size=_POOL_WORDS)
+        self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
+        c = request_class
+        self.system_prompt = (
+            self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2])) if c.system_prompt_tokens else ""
+        )
+        self._system_tokens = self.tokenizer.count(self.system_prompt) if self.system_prompt else 0
+        shared = c.shared_prefix
+        self.shared_prefix = self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
+
+        def draw(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+            prompt = np.maximum(np.rint(c.prompt_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
+            output = np.maximum(np.rint(c.output_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
+            with_prefix = rng.random(_BLOCK) < (shared.fraction if shared else 0.0)
+            return prompt, output, with_prefix
+
+        self._draws = _Blocks([*key, 1], draw)
 
     def spec(self, index: int) -> RequestSpec:
-        block, offset = divmod(index, _BLOCK)
-        prompts, outputs = self._lengths(block)
-        n, max_tokens = int(prompts[offset]), int(outputs[offset])
+        n, max_tokens, with_prefix = self._draws[index]
+        n, max_tokens = int(n), int(max_tokens)
+        text = self.text(index, n)
+        tokens = n + self._system_tokens
+        if with_prefix:
+            text = self.shared_prefix + " " + text
+            tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
+        c = self.cls
         return RequestSpec(
-            prompt=self.text(index, n),
-            prompt_tokens=n + (self.tokenizer.count(self.system_prompt) if self.system_prompt else 0),
+            prompt=text,
+            prompt_tokens=tokens,
             max_tokens=max_tokens,
             system_prompt=self.system_prompt,
+            request_class=c.name,
+            tier=c.tier,
+            endpoint=c.endpoint,
+            extra=c.sampling,
         )
 
     def text(self, index: int, n_tokens: int) -> str:
         """Prompt of exactly ``n_tokens`` tokens for request ``index``."""
         head: list[str] = []
-        if self.workload.unique_prefix:
+        if self.cls.unique_prefix:
             head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(index + 1, _PREFIX_WIDTH)][:n_tokens]
         rest = n_tokens - len(head)
         body = ""
@@ -74,3 +101,23 @@ class PromptFactory:
                 start = 0
             body = pool[start : start + rest * 5 - 1]
         return " ".join([*head, body]) if body else " ".join(head)
+
+
+class WorkloadSampler:
+    """Specs for a weighted mix: the class of request ``i`` is drawn from the weights."""
+
+    def __init__(self, workload: Workload, seed: int, stream: int = 0, tokenizer: BuiltinTokenizer | None = None) -> None:
+        tokenizer = tokenizer or BuiltinTokenizer()
+        self.classes = workload.classes
+        self.factories = [PromptFactory(c, [seed, stream, k], tokenizer) for k, c in enumerate(self.classes)]
+        weights = np.array([c.weight for c in self.classes], dtype=float)
+        cumulative = np.cumsum(weights / weights.sum())
+        n = len(self.classes)
+        self._choice = _Blocks(
+            [seed, stream, 99], lambda rng: (np.minimum(np.searchsorted(cumulative, rng.random(_BLOCK), side="right"), n - 1),)
+        )
+        self.tokenizer = tokenizer
+
+    def spec(self, index: int) -> RequestSpec:
+        (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
+        return self.factories[int(k)].spec(index)

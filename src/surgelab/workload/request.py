@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["RequestSpec"]
 
@@ -10,6 +12,11 @@ __all__ = ["RequestSpec"]
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     prompt: str
-    prompt_tokens: int  # as counted by the workload's tokenizer
+    prompt_tokens: int  # as counted by the workload's tokenizer, system prompt and history included
     max_tokens: int
     system_prompt: str = ""
+    request_class: str = "default"
+    tier: str = "default"
+    endpoint: str | None = None  # None: the target's endpoint
+    extra: Mapping[str, Any] = field(default_factory=dict)  # per-class body fields (sampling)
+    history: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) turns of a session

@@ -1,0 +1,51 @@
+"""Closed loop: virtual users who send, wait for the answer, think, and send again.
+
+A user's intended send time is the moment it became ready (after its think time), so a
+client that cannot keep up shows as schedule lag. With a shaped ``concurrency`` user ``u``
+is active while ``u < level(t)``; a user above the level finishes its request and waits
+(k6's graceful ramp-down).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from surgelab.load.shapes import Steady
+from surgelab.metrics.store import RecordMeta
+from surgelab.runner.execution import MAX_NAP_S, SECOND, Execution
+from surgelab.runner.phases import PhasePlan
+
+__all__ = ["run_closed_loop"]
+
+
+async def run_closed_loop(ex: Execution, plan: PhasePlan) -> None:
+    load = plan.phase.load
+    users = math.ceil(load.shape.peak)
+    issue_order = itertools.count()
+    for user in range(users):
+        ex.spawn(_user(ex, plan, user, users, issue_order))
+
+
+async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_order: itertools.count) -> None:
+    load = plan.phase.load
+    rng = np.random.default_rng([ex.scenario.seed, 20, plan.index, user])
+    steady = isinstance(load.shape, Steady)
+    ready = plan.start_ns + (int(load.ramp_up * SECOND * user / users) if steady else 0)
+    while not ex.stop.requested and ready < plan.end_ns:
+        if not await ex.sleep_until(ready):
+            return
+        if not steady and user >= plan.level_at(ex.clock()):
+            ready = ex.clock() + int(MAX_NAP_S * SECOND)  # not active now: look again shortly
+            continue
+        index = next(issue_order)
+        spec = plan.sampler.spec(index)
+        meta = RecordMeta(
+            id=plan.id_base + index, intended_ns=ready, warmup=ready < plan.warmup_end_ns, user=user,
+            phase=plan.phase.name, request_class=spec.request_class, tier=spec.tier,
+        )  # fmt: skip
+        await ex.execute(meta, spec)
+        think = float(load.think_time.sample(rng, 1)[0])
+        ready = ex.clock() + int(think * SECOND)

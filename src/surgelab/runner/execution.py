@@ -1,0 +1,139 @@
+"""What every loop of one run shares: the clock, the client, the records and the stop.
+
+Loops (open, closed, one per phase) only decide *when* to send; this object sends, records
+each outcome exactly once, and owns stopping: a stop request ends scheduling, in-flight
+requests get the grace period, and whatever is left is cancelled and recorded as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from surgelab.client.openai import OpenAIClient
+from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
+from surgelab.runner.live import LiveSnapshot, LiveStats
+from surgelab.scenario.model import Scenario
+from surgelab.workload.request import RequestSpec
+from surgelab.workload.tokenizer import BuiltinTokenizer
+
+__all__ = ["Execution", "SECOND", "MAX_NAP_S"]
+
+SECOND = 1_000_000_000
+MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
+
+
+@dataclass
+class _Stop:
+    requested: bool = False
+    reason: str = "completed"
+    at_ns: int | None = None
+    hurry: bool = False  # a second interrupt: no grace
+
+
+class Execution:
+    def __init__(
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        api_key: str | None,
+        live: LiveStats,
+        on_tick: Callable[[LiveSnapshot], None] | None = None,
+        pool_size: int = 0,
+    ) -> None:
+        self.scenario = scenario
+        self.tokenizer = BuiltinTokenizer()
+        self.buffer = RecordBuffer()
+        self.store = RecordStore(run_dir)
+        self.live = live
+        self.on_tick = on_tick
+        self.stop = _Stop()
+        self.tasks: set[asyncio.Task] = set()
+        self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=pool_size)
+        self.t0 = time.perf_counter_ns()
+        self._writing: asyncio.Future | None = None
+
+    def clock(self) -> int:
+        """Nanoseconds since the run started, on the monotonic performance counter."""
+        return time.perf_counter_ns() - self.t0
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop.requested:
+            self.stop.hurry = True
+            return
+        self.stop.requested, self.stop.reason, self.stop.at_ns = True, reason, self.clock()
+
+    async def sleep_until(self, at_ns: int) -> bool:
+        """Sleep until ``at_ns`` unless a stop comes first; True when the time was reached."""
+        while not self.stop.requested:
+            now = self.clock()
+            if now >= at_ns:
+                return True
+            await asyncio.sleep(min((at_ns - now) / SECOND, MAX_NAP_S))
+        return False
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    # -- one request ----------------------------------------------------------------------------
+
+    def record(self, meta: RecordMeta, out: Outcome) -> None:
+        self.buffer.add(meta, out)
+        self.live.on_done(meta, out, self.clock())
+
+    def drop(self, meta: RecordMeta, why: str) -> None:
+        self.live.scheduled += 1
+        self.record(meta, Outcome(state=State.DROPPED, error=why))
+
+    async def execute(self, meta: RecordMeta, spec: RequestSpec, out: Outcome | None = None) -> Outcome:
+        """Send one request and record it, whatever happens (cancellation included)."""
+        out = out or Outcome()
+        self.live.scheduled += 1
+        self.live.on_send(self.clock())
+        try:
+            await self.client.send(spec, out)
+        except asyncio.CancelledError:
+            out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
+            raise
+        finally:
+            self.record(meta, out)
+        return out
+
+    # -- the end ----------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float) -> None:
+        """Let in-flight work finish; after a stop, only for the grace period."""
+        while self.tasks and not self.stop.requested:
+            await asyncio.wait(set(self.tasks), timeout=MAX_NAP_S)
+        if self.tasks:
+            deadline = time.monotonic() + (0 if self.stop.hurry else grace_s)
+            while self.tasks and not self.stop.hurry and time.monotonic() < deadline:
+                await asyncio.wait(set(self.tasks), timeout=min(MAX_NAP_S, max(deadline - time.monotonic(), 0)))
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def flush_loop(self) -> None:
+        """Write buffered records off the event loop; a write in progress is never abandoned."""
+        interval = self.scenario.output.flush_interval
+        while True:
+            await asyncio.sleep(interval)
+            self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
+            await asyncio.shield(self._writing)
+
+    async def final_flush(self) -> None:
+        if self._writing is not None:
+            await self._writing  # let a flush under way land before the last one
+        self.store.write(self.buffer.take())
+
+    def tick(self) -> None:
+        if self.on_tick is not None:
+            self.on_tick(self.live.snapshot(self.clock()))

@@ -1,0 +1,47 @@
+"""Open loop: requests leave at their scheduled times, whatever the latency.
+
+The whole schedule is computed before the phase starts. The loop sleeps until the next
+intended time and fires every request that is due in one go, so a late wake-up never shifts
+later requests (no coordinated omission). A request that would exceed ``max_in_flight`` is
+recorded as dropped, never delayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from surgelab.metrics.store import RecordMeta
+from surgelab.runner.execution import Execution
+from surgelab.runner.phases import PhasePlan, open_loop_offsets
+
+__all__ = ["run_open_loop"]
+
+
+async def run_open_loop(ex: Execution, plan: PhasePlan) -> None:
+    load = plan.phase.load
+    offsets = open_loop_offsets(ex.scenario, plan.index) + plan.start_ns
+    in_flight = 0
+
+    def done(_task: asyncio.Task) -> None:
+        nonlocal in_flight
+        in_flight -= 1
+
+    i, n = 0, len(offsets)
+    while i < n and not ex.stop.requested:
+        if not await ex.sleep_until(int(offsets[i])):
+            break
+        now = ex.clock()
+        while i < n and offsets[i] <= now:  # everything that is due, at once
+            intended = int(offsets[i])
+            spec = plan.sampler.spec(i)
+            meta = RecordMeta(
+                id=plan.id_base + i, intended_ns=intended, warmup=intended < plan.warmup_end_ns,
+                phase=plan.phase.name, request_class=spec.request_class, tier=spec.tier,
+            )  # fmt: skip
+            if in_flight >= load.max_in_flight:
+                ex.drop(meta, f"max_in_flight ({load.max_in_flight}) reached")
+            else:
+                in_flight += 1
+                ex.spawn(ex.execute(meta, spec)).add_done_callback(done)
+            i += 1
+        await asyncio.sleep(0)

@@ -1,0 +1,67 @@
+"""Turn the scenario's phases into concrete plans: when each starts and ends, its ids, its mix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from surgelab.load.arrivals import arrival_offsets, shaped_offsets
+from surgelab.load.shapes import Steady
+from surgelab.runner.execution import SECOND
+from surgelab.scenario.model import Phase, Scenario
+from surgelab.workload.prompts import WorkloadSampler
+
+__all__ = ["PhasePlan", "plan_phases", "open_loop_offsets"]
+
+ID_STRIDE = 1 << 40  # request ids of phase k are k·2⁴⁰ + i: unique across phases, stable per seed
+
+
+@dataclass
+class PhasePlan:
+    phase: Phase
+    index: int
+    start_ns: int  # on the run clock, jitter included
+    end_ns: int
+    warmup_end_ns: int
+    sampler: WorkloadSampler
+
+    @property
+    def id_base(self) -> int:
+        return self.index * ID_STRIDE
+
+    def level_at(self, t_ns: int) -> float:
+        """The shape's planned level at run time ``t_ns`` (0 outside the phase)."""
+        if not self.start_ns <= t_ns < self.end_ns:
+            return 0.0
+        return float(self.phase.load.shape.level(np.array([(t_ns - self.start_ns) / SECOND]))[0])
+
+
+def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
+    """A phase's open-loop schedule in integer nanoseconds from the phase start, reproducible from the seed."""
+    load = scenario.phase_list[phase_index].load
+    rng = np.random.default_rng([scenario.seed, 10, phase_index])
+    duration = load.planned_duration
+    if isinstance(load.shape, Steady):
+        offsets = arrival_offsets(load.shape.peak, duration, load.arrival, rng, cv=load.cv)
+    else:
+        offsets = shaped_offsets(load.shape.level, duration, load.arrival, rng, cv=load.cv)
+    return np.round(offsets * SECOND).astype(np.int64)
+
+
+def plan_phases(scenario: Scenario) -> list[PhasePlan]:
+    plans = []
+    for index, phase in enumerate(scenario.phase_list):
+        jitter = float(np.random.default_rng([scenario.seed, 30, index]).uniform(0, phase.jitter)) if phase.jitter else 0.0
+        start = int((phase.start + jitter) * SECOND)
+        plans.append(
+            PhasePlan(
+                phase=phase,
+                index=index,
+                start_ns=start,
+                end_ns=start + int(phase.load.planned_duration * SECOND),
+                warmup_end_ns=start + int(phase.load.warmup * SECOND),
+                sampler=WorkloadSampler(scenario.workload_of(phase), scenario.seed, stream=index),
+            )
+        )
+    return plans
