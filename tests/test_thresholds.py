@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from surgelab.scenario.thresholds import Threshold
+from surgelab.conditions import Threshold
 
 PARSE = TypeAdapter(Threshold).validate_python
 
