@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 
 from surgelab import __version__
 from surgelab.analysis.stats import distribution
+from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
-from surgelab.conditions import Threshold
 
 __all__ = ["RunInfo", "summarize", "SUMMARY_VERSION"]
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, Outcome, State
 from surgelab.metrics.store import RecordMeta
-from surgelab.conditions import Threshold
 
 __all__ = ["LiveStats", "LiveSnapshot"]
 

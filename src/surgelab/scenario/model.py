@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from surgelab.conditions import Threshold
 from surgelab.load.arrivals import Arrival
 from surgelab.load.shapes import Shape
-from surgelab.conditions import Threshold
 from surgelab.units import parse_duration
 from surgelab.workload.distributions import Distribution
 

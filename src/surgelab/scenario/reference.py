@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from surgelab.scenario.model import Scenario
 from surgelab.conditions import Threshold
+from surgelab.scenario.model import Scenario
 
 __all__ = ["markdown"]
 
