@@ -171,3 +171,66 @@ def test_body_asks_for_usage_and_exact_lengths():
     )
     body = plain.body(spec)
     assert body["prompt"] == "sysp" and "stream" not in body and "ignore_eos" not in body and "min_tokens" not in body
+
+
+def _sse(*events: bytes) -> bytes:
+    body = b"".join(b"data: " + e + b"\n\n" for e in events)
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body
+
+
+def _json(body: bytes) -> bytes:
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+_CHUNK = b'{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": null}]}'
+RAW_CASES = [
+    ("not-http", b"NOT HTTP AT ALL\r\n\r\n", True, State.PROTOCOL_ERROR),
+    ("closed-at-once", b"", True, State.CONNECTION_ERROR),
+    ("usage-not-a-mapping", _sse(_CHUNK, b'{"choices": [], "usage": [1, 2]}', b"[DONE]"), True, State.PROTOCOL_ERROR),
+    ("usage-not-a-number", _sse(_CHUNK, b'{"choices": [], "usage": {"completion_tokens": "many"}}', b"[DONE]"), True,
+     State.PROTOCOL_ERROR),
+    ("content-not-text", _sse(b'{"choices": [{"delta": {"content": 5}, "finish_reason": "stop"}]}', b"[DONE]"), True,
+     State.PROTOCOL_ERROR),
+    ("event-not-an-object", _sse(b"[1, 2]", b"[DONE]"), True, State.PROTOCOL_ERROR),
+    ("stream-in-error", _sse(b'{"error": {"message": "overloaded"}}'), True, State.PROTOCOL_ERROR),
+    ("bare-done", _sse(_CHUNK, b"[DONE]"), True, State.OK),
+    ("body-not-json", _json(b"{nope"), False, State.PROTOCOL_ERROR),
+    ("body-no-choices", _json(b'{"choices": []}'), False, State.PROTOCOL_ERROR),
+    ("body-error", _json(b'{"error": {"message": "bad"}}'), False, State.PROTOCOL_ERROR),
+    ("body-ok-no-usage", _json(b'{"choices": [{"message": {"content": "one two three"}}]}'), False, State.OK),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reply", "stream", "state"), [c[1:] for c in RAW_CASES], ids=[c[0] for c in RAW_CASES])
+def test_malformed_responses_from_a_raw_socket(reply, stream, state):
+    """Whatever bytes come back, send() returns a state and never raises."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    async def go() -> Outcome:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        out = Outcome()
+        target = Target(url=f"http://127.0.0.1:{port}/v1", model="m", stream=stream)
+        try:
+            async with OpenAIClient(target, _clock, TOK) as client:
+                await client.send(SPEC, out)
+        finally:
+            server.close()
+            await server.wait_closed()
+        return out
+
+    out = run_async(go())
+    assert out.state is state, out.error
+    assert out.end_ns is not None
+    if state is State.OK:
+        assert out.usage_source == "counted" and out.output_tokens in (1, 3)
+    else:
+        assert out.error

@@ -120,13 +120,15 @@ class OpenAIClient:
                     stage = "total"
         except aiohttp.ServerTimeoutError as exc:  # aiohttp's own (connect) timeout
             out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
-        except TimeoutError:
+        except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 async_timeout raises this, not the builtin
             if out.first_token_ns is not None:
                 stage = "total"
             limit = timeouts.total if stage == "total" else min(timeouts.first_token, timeouts.total)
             out.fail(State.TIMEOUT, f"{stage} timeout after {limit:g}s", clock())
         except _Protocol as exc:
             out.fail(State.PROTOCOL_ERROR, str(exc), clock())
+        except aiohttp.ClientResponseError as exc:  # the bytes back were not valid HTTP
+            out.fail(State.PROTOCOL_ERROR, f"invalid HTTP response: {exc.message}", clock())
         except _CONNECTION_ERRORS as exc:
             out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
 
@@ -175,14 +177,17 @@ class OpenAIClient:
 
     def _account(self, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
         """Token counts: the server's usage when it reports it, else our own count."""
-        if usage and usage.get("completion_tokens") is not None:
-            out.output_tokens = int(usage["completion_tokens"])
-            if usage.get("prompt_tokens") is not None:
-                out.prompt_tokens = int(usage["prompt_tokens"])
-            out.usage_source = "server"
-        else:
-            out.output_tokens = self._tokenizer.count("".join(pieces))
-            out.usage_source = "counted"
+        try:
+            if usage and usage.get("completion_tokens") is not None:
+                out.output_tokens = int(usage["completion_tokens"])
+                if usage.get("prompt_tokens") is not None:
+                    out.prompt_tokens = int(usage["prompt_tokens"])
+                out.usage_source = "server"
+            else:
+                out.output_tokens = self._tokenizer.count("".join(pieces))
+                out.usage_source = "counted"
+        except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer is not a success
+            raise _Protocol(f"invalid usage or content: {exc}") from None
         out.state = State.OK
 
 
