@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from surgelab.conditions import Threshold
+from surgelab.load.shapes import Shape
 from surgelab.scenario.model import Scenario
 
 __all__ = ["markdown"]
@@ -42,6 +43,8 @@ def _type_name(annotation: Any) -> str:
             return "duration"
         if "discriminator='dist'" in metadata:
             return "distribution"
+        if "discriminator='type'" in metadata:
+            return "number \\| shape"
         return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         names = [_type_name(a) for a in typing.get_args(annotation) if a is not type(None)]
@@ -63,10 +66,25 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "")
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """Models reachable through Optional, list and dict annotations (not through unions of shapes)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return []
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += _models_in(arg)
+    return found
+
+
 def _special_kind(field: FieldInfo) -> str | None:
     """Durations and distributions are named as such rather than by their Python types."""
-    if field.discriminator == "dist" or any(getattr(m, "discriminator", None) == "dist" for m in field.metadata):
+    discriminators = {field.discriminator, *(getattr(m, "discriminator", None) for m in field.metadata)}
+    if "dist" in discriminators:
         return "distribution"
+    if "type" in discriminators:
+        return "number \\| shape" + (" (optional)" if "None" in str(field.annotation) else "")
     funcs = [getattr(m, "func", None) for m in field.metadata]
     if any(getattr(f, "__name__", "") == "parse_duration" for f in funcs):
         return "duration" + (" (optional)" if "None" in str(field.annotation) else "")
@@ -97,14 +115,11 @@ def _section(title: str, model: type[BaseModel], out: list[str], nested: list[tu
         key = field.alias or name
         annotation = field.annotation
         kind = _special_kind(field)
-        inner = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if kind:
-            inner = []
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            inner = [annotation]
-        for sub in inner:
-            if sub is not Threshold:
-                nested.append((f"{title}.{key}" if title != "scenario" else key, sub))
+        for sub in [] if kind else _models_in(annotation):
+            if sub is not Threshold and sub is not model:
+                suffix = "[]" if typing.get_origin(annotation) is list or "list[" in str(annotation) else ""
+                suffix = ".<name>" if "dict[" in str(annotation) else suffix
+                nested.append((f"{title}.{key}{suffix}" if title != "scenario" else f"{key}{suffix}", sub))
         desc = (field.description or "").replace("|", "\\|")
         default = _default(field)
         if kind and kind.startswith("duration") and isinstance(field.default, (int, float)):
@@ -121,6 +136,9 @@ def markdown() -> str:
         nested: list[tuple[str, type[BaseModel]]] = []
         _section(title, model, out, nested)
         queue = nested + queue
+    out += ["## Shapes", "", "A load level over time, given as `rate` (requests/s) or `concurrency` (users).", ""]
+    for shape in typing.get_args(typing.get_args(Shape)[0]):
+        _section(f"type: {typing.get_args(shape.model_fields['type'].annotation)[0]}", shape, out, [])
     out += [
         "## `thresholds`",
         "",

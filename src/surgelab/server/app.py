@@ -30,9 +30,11 @@ from surgelab.server.protocol import (
     plan_output,
 )
 from surgelab.server.responses import DONE, Completion, usage
-from surgelab.workload.tokenizer import _PIECES, VOCABULARY
+from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["InferenceServer", "build_app"]
+
+_TOKENIZER = BuiltinTokenizer()
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _WORDS = tuple(" " + w for w in VOCABULARY)
@@ -206,7 +208,7 @@ class InferenceServer:
         """Prefix-cache keys over exactly the tokens that were counted."""
         if not self.config.prefix_caching:
             return ()
-        pieces = [piece for part in gen.prompt_parts for piece in _PIECES.findall(part)]
+        pieces = [piece for part in gen.prompt_parts for piece in _TOKENIZER.pieces(part)]
         return prefix_block_hashes(pieces, self.config.profile.block_size)
 
 

@@ -62,6 +62,10 @@ class BuiltinTokenizer(Tokenizer):
     def count(self, text: str) -> int:
         return len(_PIECES.findall(text))
 
+    def pieces(self, text: str) -> list[str]:
+        """The tokens of ``text`` as strings (what a prefix cache hashes)."""
+        return _PIECES.findall(text)
+
     def words(self, ids: Sequence[int] | np.ndarray) -> str:
         """Text for vocabulary ids, one token each, space separated."""
         vocab = VOCABULARY
