@@ -341,10 +341,11 @@ class _Rows:
     def finish(self, fmt: str) -> Trace:
         n = len(self.lines)
         if n == 0:
-            detail = (
-                f"; {len(self.skipped)} skipped, the first at line {self.skipped[0].line}: {self.skipped[0].message}"
-            )
-            raise TraceError(f"no valid rows{detail if self.skipped else ''}", self.path)
+            detail = ""
+            if self.skipped:
+                first = self.skipped[0]
+                detail = f"; {len(self.skipped)} skipped, the first at line {first.line}: {first.message}"
+            raise TraceError(f"no valid rows{detail}", self.path)
         output = np.array(self.output, dtype=np.int64)
         has_times = bool(self.times)
         order = np.arange(n)
