@@ -23,7 +23,7 @@ def _root() -> None:
 
 
 # Command modules register themselves on import.
-from surgelab.cli import commands_demo, commands_run, commands_serve  # noqa: E402,F401
+from surgelab.cli import commands_demo, commands_plan, commands_run, commands_serve  # noqa: E402,F401
 
 
 def main() -> None:

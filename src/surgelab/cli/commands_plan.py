@@ -1,0 +1,54 @@
+"""``surgelab little``: concurrency arithmetic before any test."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from surgelab.cli import app
+from surgelab.cli.commands_run import fail
+from surgelab.units import parse_duration
+
+
+def _seconds(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise fail(f"{flag}: {exc}") from None
+
+
+@app.command("little")
+def little(
+    rate: float | None = typer.Option(None, help="Arrival rate λ, requests per second."),
+    latency: str | None = typer.Option(None, help="Mean response time W, e.g. 2s or 800ms."),
+    in_flight: float | None = typer.Option(None, help="Mean requests in flight L."),
+    users: int | None = typer.Option(None, help="Closed loop: number of users N (with --latency)."),
+    think: str | None = typer.Option(None, help="Closed loop: mean think time Z between a response and the next request."),
+) -> None:
+    """Little's Law both ways: L = λ·W (give two, get the third), or X = N ÷ (W + Z) for users."""
+    from surgelab.plan.little import solve_closed, solve_open
+
+    console = Console()
+    w, z = _seconds(latency, "--latency"), _seconds(think, "--think")
+    try:
+        if users is not None:
+            if w is None:
+                raise ValueError("--users needs --latency (and optionally --think)")
+            r = solve_closed(users, w, z or 0.0)
+            console.print(
+                f"{users} users × 1 request per ({w:g}s response + {r.think:g}s think) → "
+                f"[bold]{r.rate:.3g} req/s[/], {r.in_flight:.3g} in flight on average (L = λ·W)"
+            )
+            return
+        r = solve_open(rate, w, in_flight)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    console.print(
+        f"λ = [bold]{r.rate:.4g} req/s[/] · W = [bold]{r.latency:.4g} s[/] → L = [bold]{r.in_flight:.4g}[/] requests in flight"
+    )
+    console.print(
+        f"a server must hold {r.in_flight:.4g} concurrent requests on average; peaks are higher — "
+        "size for the peak rate, not the daily mean."
+    )

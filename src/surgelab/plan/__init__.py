@@ -1,0 +1,1 @@
+"""Capacity arithmetic: Little's Law now; queueing formulas and fleet sizing later."""
