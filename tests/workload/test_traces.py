@@ -428,3 +428,12 @@ def test_fuzz_json_records(tmp_path, records):
     whole = tmp_path / "fuzz.json"
     whole.write_text(json.dumps([{"conversations": list(r.values())} for r in records], indent=1), encoding="utf-8")
     _read_every_way(whole)
+
+
+def test_generic_csv_with_hash_ids_and_prompt_text(tmp_path):
+    text = 'ts,n,out,ids,prompt\n0,600,5,"[3, 4]",hello world\n1,10,5,"[3]",again\n2,10,5,"3 4",bad ids\n'
+    columns = {"timestamp": "ts", "prompt_tokens": "n", "output_tokens": "out", "hash_ids": "ids", "prompt": "prompt"}
+    trace = read_trace(write(tmp_path, "ids.csv", text), format="csv", columns=columns)
+    assert trace.prefix_blocks == [(3, 4), (3,)] and trace.texts == ["hello world", "again"]
+    assert trace.prompt_tokens.tolist() == [600, 10]  # a prompt_tokens column wins over counting the text
+    assert [p.line for p in trace.skipped] == [4] and "block ids" in trace.skipped[0].message

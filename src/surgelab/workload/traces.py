@@ -228,6 +228,9 @@ def _datetime_us(value: Any, name: str) -> int:
 
 
 def _hash_ids(value: Any, name: str) -> tuple[int, ...]:
+    if isinstance(value, str):  # a CSV cell holding a JSON list
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(value)
     if isinstance(value, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and -_MAX_ID <= v < _MAX_ID for v in value
     ):
