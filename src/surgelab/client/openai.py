@@ -50,8 +50,7 @@ class OpenAIClient:
         self.target = target
         self._clock = clock
         self._tokenizer = tokenizer
-        self._chat = target.endpoint == "chat"
-        self._url = target.base_url + ("/chat/completions" if self._chat else "/completions")
+        self._urls = {"chat": target.base_url + "/chat/completions", "completions": target.base_url + "/completions"}
         self._headers = {"Content-Type": "application/json", **target.headers}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -78,13 +77,15 @@ class OpenAIClient:
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         """The JSON body for ``spec``; public so previews and tests can show it."""
         body: dict[str, Any] = {"model": self.target.model, "max_tokens": spec.max_tokens}
-        if self._chat:
-            messages = [{"role": "user", "content": spec.prompt}]
-            if spec.system_prompt:
-                messages.insert(0, {"role": "system", "content": spec.system_prompt})
+        if (spec.endpoint or self.target.endpoint) == "chat":
+            messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+            for user, assistant in spec.history:
+                messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+            messages.append({"role": "user", "content": spec.prompt})
             body["messages"] = messages
         else:
-            body["prompt"] = spec.system_prompt + spec.prompt if spec.system_prompt else spec.prompt
+            turns = [text for pair in spec.history for text in pair]
+            body["prompt"] = " ".join(t.strip() for t in (spec.system_prompt, *turns, spec.prompt) if t.strip())
         if self.target.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -100,13 +101,14 @@ class OpenAIClient:
         clock = self._clock
         loop = asyncio.get_running_loop()
         data = orjson.dumps(self.body(spec))
+        endpoint = spec.endpoint or self.target.endpoint
         out.prompt_tokens = spec.prompt_tokens
         out.sent_ns = clock()
         started = loop.time()
         stage = "first token"
         try:
             async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
-                async with self._session.post(self._url, data=data) as resp:
+                async with self._session.post(self._urls[endpoint], data=data) as resp:
                     out.first_byte_ns = clock()
                     out.http_status = resp.status
                     if resp.status >= 400:
@@ -116,7 +118,9 @@ class OpenAIClient:
                     if self.target.stream:
                         await self._read_stream(resp, out, lambda: deadline.reschedule(started + timeouts.total))
                     else:
-                        await self._read_whole(resp, out)
+                        await self._read_whole(resp, out, endpoint == "chat")
+                    if not spec.keep_text:
+                        out.text = None
                     stage = "total"
         except aiohttp.ServerTimeoutError as exc:  # aiohttp's own (connect) timeout
             out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
@@ -162,7 +166,7 @@ class OpenAIClient:
             raise _Protocol("stream ended before [DONE] or a finish_reason")
         self._account(out, usage, pieces)
 
-    async def _read_whole(self, resp: aiohttp.ClientResponse, out: Outcome) -> None:
+    async def _read_whole(self, resp: aiohttp.ClientResponse, out: Outcome, chat: bool) -> None:
         raw = await resp.read()
         out.end_ns = out.first_token_ns = self._clock()
         try:
@@ -170,13 +174,14 @@ class OpenAIClient:
             if "error" in body and "choices" not in body:
                 raise _Protocol(f"error body with status {resp.status}: {str(body['error'])[:300]}")
             choice = body["choices"][0]
-            text = choice["message"].get("content") or "" if self._chat else choice.get("text") or ""
+            text = choice["message"].get("content") or "" if chat else choice.get("text") or ""
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise _Protocol(f"invalid response body: {type(exc).__name__}: {exc}") from None
         self._account(out, body.get("usage"), [text])
 
     def _account(self, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
         """Token counts: the server's usage when it reports it, else our own count."""
+        out.text = "".join(pieces)
         try:
             if usage and usage.get("completion_tokens") is not None:
                 out.output_tokens = int(usage["completion_tokens"])
@@ -184,7 +189,7 @@ class OpenAIClient:
                     out.prompt_tokens = int(usage["prompt_tokens"])
                 out.usage_source = "server"
             else:
-                out.output_tokens = self._tokenizer.count("".join(pieces))
+                out.output_tokens = self._tokenizer.count(out.text)
                 out.usage_source = "counted"
         except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer is not a success
             raise _Protocol(f"invalid usage or content: {exc}") from None

@@ -49,6 +49,7 @@ class Outcome:
     http_status: int | None = None
     error: str | None = None
     token_ns: array = field(default_factory=lambda: array("q"))
+    text: str | None = None  # the answer, kept only when the spec asks (sessions)
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
         self.state = state

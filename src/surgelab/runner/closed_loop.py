@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from surgelab.load.shapes import Steady
-from surgelab.metrics.store import RecordMeta
+from surgelab.runner.conversation import converse
 from surgelab.runner.execution import MAX_NAP_S, SECOND, Execution
 from surgelab.runner.phases import PhasePlan
 
@@ -40,12 +40,6 @@ async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_ord
         if not steady and user >= plan.level_at(ex.clock()):
             ready = ex.clock() + int(MAX_NAP_S * SECOND)  # not active now: look again shortly
             continue
-        index = next(issue_order)
-        spec = plan.sampler.spec(index)
-        meta = RecordMeta(
-            id=plan.id_base + index, intended_ns=ready, warmup=ready < plan.warmup_end_ns, user=user,
-            phase=plan.phase.name, request_class=spec.request_class, tier=spec.tier,
-        )  # fmt: skip
-        await ex.execute(meta, spec)
+        await converse(ex, plan, next(issue_order), ready, user)
         think = float(load.think_time.sample(rng, 1)[0])
         ready = ex.clock() + int(think * SECOND)

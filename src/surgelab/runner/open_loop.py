@@ -3,14 +3,15 @@
 The whole schedule is computed before the phase starts. The loop sleeps until the next
 intended time and fires every request that is due in one go, so a late wake-up never shifts
 later requests (no coordinated omission). A request that would exceed ``max_in_flight`` is
-recorded as dropped, never delayed.
+recorded as dropped, never delayed. An arrival of a class with sessions starts a whole
+conversation, which counts as one in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from surgelab.metrics.store import RecordMeta
+from surgelab.runner.conversation import converse, meta_for
 from surgelab.runner.execution import Execution
 from surgelab.runner.phases import PhasePlan, open_loop_offsets
 
@@ -33,15 +34,10 @@ async def run_open_loop(ex: Execution, plan: PhasePlan) -> None:
         now = ex.clock()
         while i < n and offsets[i] <= now:  # everything that is due, at once
             intended = int(offsets[i])
-            spec = plan.sampler.spec(i)
-            meta = RecordMeta(
-                id=plan.id_base + i, intended_ns=intended, warmup=intended < plan.warmup_end_ns,
-                phase=plan.phase.name, request_class=spec.request_class, tier=spec.tier,
-            )  # fmt: skip
             if in_flight >= load.max_in_flight:
-                ex.drop(meta, f"max_in_flight ({load.max_in_flight}) reached")
+                ex.drop(meta_for(plan, i, plan.sampler.spec(i), intended, -1), f"max_in_flight ({load.max_in_flight}) reached")
             else:
                 in_flight += 1
-                ex.spawn(ex.execute(meta, spec)).add_done_callback(done)
+                ex.spawn(converse(ex, plan, i, intended)).add_done_callback(done)
             i += 1
         await asyncio.sleep(0)

@@ -17,7 +17,7 @@ from surgelab.units import parse_duration
 from surgelab.workload.distributions import Distribution
 
 __all__ = [
-    "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Slo", "Tier",
+    "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Slo", "Tier",
     "Phase", "Validity", "Output",
 ]  # fmt: skip
 
@@ -120,6 +120,13 @@ class SharedPrefix(_Model):
     tokens: int = Field(ge=1, description="Prefix length in tokens.")
 
 
+class Session(_Model):
+    """Multi-turn conversations: each turn resends the whole history, so the context grows."""
+
+    turns: Distribution = Field(description="Turns per conversation (rounded, at least 1).")
+    think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
+
+
 class RequestClass(_Model):
     """One kind of request in the mix: its lengths, sampling and tier."""
 
@@ -133,6 +140,7 @@ class RequestClass(_Model):
     shared_prefix: SharedPrefix | None = Field(None, description="A shared prefix on a fraction of requests.")
     sampling: dict[str, Any] = Field(default_factory=dict, description="Extra body fields for this class, e.g. {temperature: 0.7}.")
     tier: str = Field("default", description="Tier whose SLOs apply (see tiers).")
+    session: Session | None = Field(None, description="Make each request the first turn of a conversation.")
 
 
 _CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}

@@ -10,6 +10,7 @@ thousands of joins.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from surgelab.scenario.model import RequestClass, Workload
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
-__all__ = ["PromptFactory", "WorkloadSampler"]
+__all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
@@ -40,10 +41,22 @@ class _Blocks:
         return tuple(column[offset] for column in cached)
 
 
+@dataclass(frozen=True)
+class Conversation:
+    """The plan of one multi-turn session, drawn when it starts."""
+
+    turns: int
+    think_s: tuple[float, ...]  # pause before each turn after the first
+    prompt_tokens: tuple[int, ...]  # new user tokens of each turn after the first
+    output_tokens: tuple[int, ...]
+
+
 class PromptFactory:
     """Specs for one request class."""
 
-    def __init__(self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: BuiltinTokenizer | None = None) -> None:
+    def __init__(
+        self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: BuiltinTokenizer | None = None
+    ) -> None:
         self.cls = request_class
         key = [seed] if isinstance(seed, int) else list(seed)
         self.tokenizer = tokenizer or BuiltinTokenizer()
@@ -51,11 +64,15 @@ class PromptFactory:
         self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
         c = request_class
         self.system_prompt = (
-            self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2])) if c.system_prompt_tokens else ""
+            self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2]))
+            if c.system_prompt_tokens
+            else ""
         )
         self._system_tokens = self.tokenizer.count(self.system_prompt) if self.system_prompt else 0
         shared = c.shared_prefix
-        self.shared_prefix = self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
+        self.shared_prefix = (
+            self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
+        )
 
         def draw(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
             prompt = np.maximum(np.rint(c.prompt_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
@@ -64,6 +81,7 @@ class PromptFactory:
             return prompt, output, with_prefix
 
         self._draws = _Blocks([*key, 1], draw)
+        self._key = key
 
     def spec(self, index: int) -> RequestSpec:
         n, max_tokens, with_prefix = self._draws[index]
@@ -83,6 +101,40 @@ class PromptFactory:
             tier=c.tier,
             endpoint=c.endpoint,
             extra=c.sampling,
+            keep_text=c.session is not None,
+        )
+
+    def conversation(self, index: int) -> Conversation | None:
+        """How the session started by request ``index`` goes on (None for a single request)."""
+        session = self.cls.session
+        if session is None:
+            return None
+        rng = np.random.default_rng([*self._key, 5, index])
+        turns = max(int(np.rint(session.turns.sample(rng, 1)[0])), 1)
+        more = turns - 1
+        prompts = np.maximum(np.rint(self.cls.prompt_tokens.sample(rng, more)), 1).astype(int)
+        outputs = np.maximum(np.rint(self.cls.output_tokens.sample(rng, more)), 1).astype(int)
+        return Conversation(
+            turns=turns,
+            think_s=tuple(float(x) for x in session.think_time.sample(rng, more)),
+            prompt_tokens=tuple(int(x) for x in prompts),
+            output_tokens=tuple(int(x) for x in outputs),
+        )
+
+    def next_turn(
+        self, index: int, first: RequestSpec, plan: Conversation, turn: int, history: tuple[tuple[str, str], ...]
+    ) -> RequestSpec:
+        """Turn ``turn`` (counted from 1) of session ``index``: a new message on top of the whole history."""
+        n = plan.prompt_tokens[turn - 2]
+        prompt = self.text(index + turn * 1_000_003, n)
+        count = self.tokenizer.count
+        history_tokens = sum(count(u.strip()) + count(a.strip()) for u, a in history)
+        return replace(
+            first,
+            prompt=prompt,
+            prompt_tokens=self._system_tokens + history_tokens + n,
+            max_tokens=plan.output_tokens[turn - 2],
+            history=history,
         )
 
     def text(self, index: int, n_tokens: int) -> str:
@@ -106,7 +158,9 @@ class PromptFactory:
 class WorkloadSampler:
     """Specs for a weighted mix: the class of request ``i`` is drawn from the weights."""
 
-    def __init__(self, workload: Workload, seed: int, stream: int = 0, tokenizer: BuiltinTokenizer | None = None) -> None:
+    def __init__(
+        self, workload: Workload, seed: int, stream: int = 0, tokenizer: BuiltinTokenizer | None = None
+    ) -> None:
         tokenizer = tokenizer or BuiltinTokenizer()
         self.classes = workload.classes
         self.factories = [PromptFactory(c, [seed, stream, k], tokenizer) for k, c in enumerate(self.classes)]
@@ -114,10 +168,14 @@ class WorkloadSampler:
         cumulative = np.cumsum(weights / weights.sum())
         n = len(self.classes)
         self._choice = _Blocks(
-            [seed, stream, 99], lambda rng: (np.minimum(np.searchsorted(cumulative, rng.random(_BLOCK), side="right"), n - 1),)
+            [seed, stream, 99],
+            lambda rng: (np.minimum(np.searchsorted(cumulative, rng.random(_BLOCK), side="right"), n - 1),),
         )
         self.tokenizer = tokenizer
 
-    def spec(self, index: int) -> RequestSpec:
+    def factory(self, index: int) -> PromptFactory:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
-        return self.factories[int(k)].spec(index)
+        return self.factories[int(k)]
+
+    def spec(self, index: int) -> RequestSpec:
+        return self.factory(index).spec(index)

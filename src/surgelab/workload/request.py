@@ -20,3 +20,4 @@ class RequestSpec:
     endpoint: str | None = None  # None: the target's endpoint
     extra: Mapping[str, Any] = field(default_factory=dict)  # per-class body fields (sampling)
     history: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) turns of a session
+    keep_text: bool = False  # the client keeps the answer text (a session needs it for the next turn)

@@ -1,0 +1,53 @@
+"""Multi-turn sessions: each turn waits for the previous answer, thinks, and resends the history.
+
+A turn's intended time is the end of the previous answer plus the think time, so a slow
+server delays the conversation (as it would a person) while the client's own lag still
+shows. A failed turn ends its conversation; no new turn starts after the phase ends.
+"""
+
+from __future__ import annotations
+
+from surgelab.metrics.record import State
+from surgelab.metrics.store import RecordMeta
+from surgelab.runner.execution import SECOND, Execution
+from surgelab.runner.phases import PhasePlan
+from surgelab.workload.request import RequestSpec
+
+__all__ = ["converse", "TURN_SHIFT"]
+
+TURN_SHIFT = 32  # turn k of session i has id base + ((k - 1) << 32) + i: turn 1 keeps the plain id
+
+
+def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user: int, turn: int = 0) -> RecordMeta:
+    return RecordMeta(
+        id=plan.id_base + (max(turn - 1, 0) << TURN_SHIFT) + index,
+        intended_ns=intended,
+        warmup=intended < plan.warmup_end_ns,
+        user=user,
+        phase=plan.phase.name,
+        request_class=spec.request_class,
+        tier=spec.tier,
+        session=plan.id_base + index if turn else -1,
+        turn=turn,
+    )
+
+
+async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, user: int = -1) -> None:
+    """Run request ``index`` and, if its class has sessions, the turns that follow it."""
+    factory = plan.sampler.factory(index)
+    first = factory.spec(index)
+    conversation = factory.conversation(index)
+    if conversation is None:
+        await ex.execute(meta_for(plan, index, first, intended, user), first)
+        return
+    spec, history = first, ()
+    for turn in range(1, conversation.turns + 1):
+        if turn > 1:
+            intended = ex.clock() + int(conversation.think_s[turn - 2] * SECOND)
+            if intended >= plan.end_ns or not await ex.sleep_until(intended):
+                return
+            spec = factory.next_turn(index, first, conversation, turn, history)
+        out = await ex.execute(meta_for(plan, index, spec, intended, user, turn), spec)
+        if out.state is not State.OK:
+            return
+        history = (*history, (spec.prompt, out.text or ""))
