@@ -216,13 +216,14 @@ def test_jsonl_prompts_and_messages(tmp_path):
         {"prompt": 42},  # 4: not text
         {"question": "?"},  # 5: neither prompt nor messages
         {"prompt": "x", "output_tokens": 2.5},  # 6: not an integer
+        {"prompt": "y", "output_tokens": None},  # 7: null is no output length
     ]
     lines = [json.dumps(r) for r in records]
     trace = read_trace(write(tmp_path, "prompts.jsonl", "\n".join(lines) + "\n"))
     assert trace.format == "jsonl" and not trace.has_timestamps
-    assert trace.texts == ["Tell me a story about a cat.", "Be brief.\nHi there", "Describe"]
+    assert trace.texts == ["Tell me a story about a cat.", "Be brief.\nHi there", "Describe", "y"]
     assert trace.prompt_tokens.tolist() == [count(t) for t in trace.texts]
-    assert trace.output_tokens.tolist() == [128, -1, count("A red square on white.")]
+    assert trace.output_tokens.tolist() == [128, -1, count("A red square on white."), -1]
     assert [p.line for p in trace.skipped] == [4, 5, 6]
     assert "'prompt' or 'messages'" in trace.skipped[1].message
 
@@ -365,6 +366,10 @@ def test_trace_checks_its_columns():
         Trace(offsets_s=[0.0, 1.0], prompt_tokens=[1], output_tokens=[4, 5])
     with pytest.raises(ValueError, match="never decrease"):
         Trace(offsets_s=[0.0, 2.0, 1.0], prompt_tokens=[1, 2, 3], output_tokens=[4, 5, 6])
+    with pytest.raises(ValueError, match="finite"):
+        Trace(offsets_s=[0.0, float("nan")], prompt_tokens=[1, 2], output_tokens=[4, 5])
+    with pytest.raises(ValueError, match="read-only"):
+        trace.prompt_tokens[0] = 9
 
 
 # --- fuzzing: any bytes give a Trace or a TraceError, nothing else --------------------------

@@ -87,22 +87,26 @@ class Trace:
     block_size: int = 512
 
     def __post_init__(self) -> None:
-        offsets = np.asarray(self.offsets_s, dtype=np.float64)
-        n = len(offsets)
+        n = len(self.offsets_s)
+
+        def column(values: Any, dtype: type) -> np.ndarray:
+            array = np.array(values, dtype=dtype)  # a copy, made read-only: the trace is frozen
+            array.flags.writeable = False
+            return array
+
         set_ = object.__setattr__
-        set_(self, "offsets_s", offsets)
-        set_(self, "prompt_tokens", np.asarray(self.prompt_tokens, dtype=np.int64))
-        set_(self, "output_tokens", np.asarray(self.output_tokens, dtype=np.int64))
-        failed = np.zeros(n, dtype=bool) if self.failed is None else np.asarray(self.failed, dtype=bool)
-        set_(self, "failed", failed)
-        lines = np.arange(1, n + 1, dtype=np.int64) if self.lines is None else np.asarray(self.lines, dtype=np.int64)
-        set_(self, "lines", lines)
+        set_(self, "offsets_s", column(self.offsets_s, np.float64))
+        set_(self, "prompt_tokens", column(self.prompt_tokens, np.int64))
+        set_(self, "output_tokens", column(self.output_tokens, np.int64))
+        set_(self, "failed", column(np.zeros(n) if self.failed is None else self.failed, bool))
+        set_(self, "lines", column(np.arange(1, n + 1) if self.lines is None else self.lines, np.int64))
         for name in ("prompt_tokens", "output_tokens", "failed", "lines", "prefix_blocks", "texts"):
-            column = getattr(self, name)
-            if column is not None and len(column) != n:
-                raise ValueError(f"Trace.{name} has {len(column)} entries, offsets_s has {n}")
-        if n and (offsets[0] != 0.0 or np.any(np.diff(offsets) < 0)):
-            raise ValueError("Trace.offsets_s must start at 0 and never decrease")
+            values = getattr(self, name)
+            if values is not None and len(values) != n:
+                raise ValueError(f"Trace.{name} has {len(values)} entries, offsets_s has {n}")
+        offsets = self.offsets_s
+        if n and (offsets[0] != 0.0 or not np.all(np.isfinite(offsets)) or np.any(np.diff(offsets) < 0)):
+            raise ValueError("Trace.offsets_s must be finite, start at 0 and never decrease")
 
     def __len__(self) -> int:
         return len(self.offsets_s)
@@ -308,7 +312,7 @@ class _Rows:
                 raise _Bad("no prompt_tokens or prompt column")
             output = -1
             if spec.output_tokens is not None and (
-                spec.output_required or record is None or spec.output_tokens in record
+                spec.output_required or record is None or record.get(spec.output_tokens) is not None
             ):
                 output = _count(get(spec.output_tokens), spec.output_tokens)
             elif reply is not None:
