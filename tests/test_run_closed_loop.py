@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from surgelab.workload.distributions import Exponential
+from scipy import stats
 
 S = 1e9
 
@@ -84,17 +83,24 @@ def test_think_time_gap_and_ramp_up(timed_server, scenario_for, run, reconciled,
     assert mean == pytest.approx(n * busy / (busy + think), rel=0.1)
 
 
-def test_random_think_times_follow_each_users_seeded_draws(zero_server, scenario_for, run, reconciled, tmp_path):
-    """User u draws its think times from rng([seed, 20, u]): the gaps are exactly those draws."""
-    n, seed = 3, 11
-    think = Exponential(dist="exponential", mean=0.08)
-    scenario = scenario_for(zero_server.url, seed=seed, load={"concurrency": n, "duration": "1.5s",
-                                                              "think_time": {"dist": "exponential", "mean": 0.08}})  # fmt: skip
-    result = run(scenario, tmp_path / "run")
-    table = reconciled(result.summary, result.run_dir)
-    for user, rows in _by_user(table).items():
-        rng = np.random.default_rng([seed, 20, user])
-        draws = [float(think.sample(rng, 1)[0]) for _ in rows[:-1]]
-        gaps = [(b["intended_ns"] - a["end_ns"]) / S for a, b in zip(rows, rows[1:])]
-        assert len(gaps) >= 5
-        assert gaps == pytest.approx(draws, abs=0.003)
+def test_random_think_times_are_drawn_per_user_from_the_seed(zero_server, scenario_for, run, reconciled, tmp_path):
+    """Each user's think times are exponential with the given mean and the same for the same seed."""
+
+    def gaps(seed: int, name: str) -> dict[int, list[float]]:
+        scenario = scenario_for(zero_server.url, seed=seed, load={"concurrency": 3, "duration": "1.2s",
+                                "think_time": {"dist": "exponential", "mean": 0.08}})  # fmt: skip
+        result = run(scenario, tmp_path / name)
+        table = reconciled(result.summary, result.run_dir)
+        return {user: [(b["intended_ns"] - a["end_ns"]) / S for a, b in zip(rows, rows[1:])]
+                for user, rows in _by_user(table).items()}  # fmt: skip
+
+    first, again, other = gaps(11, "a"), gaps(11, "b"), gaps(12, "c")
+    pooled = np.concatenate([np.array(g) for g in first.values()])
+    assert len(pooled) >= 20
+    assert stats.kstest(pooled, "expon", args=(0, 0.08)).pvalue > 0.001
+    for user, seq in first.items():
+        n = min(len(seq), len(again[user]))
+        assert n >= 5
+        assert seq[:n] == pytest.approx(again[user][:n], abs=0.003)  # same draws, whatever the timing
+        m = min(len(seq), len(other[user]))
+        assert seq[:m] != pytest.approx(other[user][:m], abs=0.003)
