@@ -8,15 +8,20 @@ number of users; the scenario decides which.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from surgelab.conditions import Threshold
 from surgelab.units import parse_duration
 
-__all__ = ["Shape", "Steady", "Step", "Ramp", "Spike", "Wave", "Stages", "Stage", "Breakpoint", "as_shape"]
+__all__ = [
+    "Shape", "Steady", "Step", "Ramp", "Spike", "Wave", "Stages", "Stage", "Breakpoint", "Replay", "ReplayPlan", "as_shape",
+]  # fmt: skip
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
@@ -246,18 +251,100 @@ class Breakpoint(_Shape):
         return f"from {self.start:g} by {self.step:g} every {self.hold:g}s until {until}"
 
 
+class Replay(_Shape):
+    """Arrival times (and by default request lengths) taken from a recorded trace; open loop only."""
+
+    type: Literal["replay"]
+    trace: str = Field(description="Trace or dataset file; a relative path is relative to the scenario file.")
+    format: Literal["auto", "azure", "burstgpt", "mooncake", "lengths", "jsonl", "sharegpt", "csv"] = "auto"
+    columns: dict[str, str] = Field(default_factory=dict, description="Column mapping for custom files (docs/traces.md).")
+    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(1.0, description="2 halves every gap.")
+    rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(None, description="Rescale to this mean rate (overrides speed).")
+    start: Seconds = Field(0.0, description="Window start in trace time.")
+    end: Seconds | None = Field(None, description="Window end in trace time (default: the end of the trace).")
+    lengths: bool = Field(True, description="Take prompt and output lengths (and Mooncake prefix blocks) from the trace.")
+    skip_failed: bool = Field(False, description="Leave out rows the trace marks as failed (BurstGPT's zero-token responses).")
+    on_bad_row: Literal["skip", "fail"] = "skip"
+    block_size: int = Field(512, ge=1, description="Prompt tokens per Mooncake hash id.")
+
+    @model_validator(mode="after")
+    def _resolve(self, info: ValidationInfo) -> Replay:
+        base = (info.context or {}).get("base_dir") if info is not None else None
+        path = Path(self.trace).expanduser()
+        if base is not None and not path.is_absolute():
+            object.__setattr__(self, "trace", str(Path(base) / path))  # resolved once, at validation
+        if not Path(self.trace).is_file():
+            raise ValueError(f"trace file not found: {self.trace}")
+        return self
+
+    def load(self) -> ReplayPlan:
+        """The trace read and windowed (cached: the same file is read once per process)."""
+        return _load_replay(self)
+
+    def level(self, t: np.ndarray) -> np.ndarray:
+        """The replay's rate over time, counted in one-second bins."""
+        offsets = self.load().offsets_ns / 1e9
+        t = np.asarray(t, dtype=float)
+        if not len(offsets):
+            return np.zeros(np.shape(t))
+        counts = np.bincount(offsets.astype(np.int64))
+        bins = np.clip(t.astype(np.int64), 0, len(counts) - 1)
+        return np.where((t >= 0) & (t < len(counts)), counts[bins], 0.0).astype(float)
+
+    @property
+    def natural_duration(self) -> float:
+        offsets = self.load().offsets_ns
+        return float(offsets[-1]) / 1e9 + 1e-3 if len(offsets) else 1e-3
+
+    @property
+    def peak(self) -> float:
+        return float(np.max(self.level(np.arange(0, self.natural_duration + 1)))) if self.natural_duration else 0.0
+
+    def describe(self) -> str:
+        plan = self.load()
+        how = f"at {self.rate:g} req/s mean" if self.rate else f"at speed {self.speed:g}"
+        return f"replay of {Path(self.trace).name} ({len(plan.rows):,} requests over {self.natural_duration:,.0f}s, {how})"
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    trace: Any  # surgelab.workload.traces.Trace
+    rows: np.ndarray  # trace row of each request, in send order
+    offsets_ns: np.ndarray  # its intended send time from the phase start
+
+
+def _load_replay(shape: Replay) -> ReplayPlan:
+    key = (shape.trace, shape.format, tuple(sorted(shape.columns.items())), shape.on_bad_row, shape.block_size)
+    trace = _read_trace_cached(*key)
+    from surgelab.workload.replay import replay_indices, replay_offsets
+
+    rows = replay_indices(trace, shape.start, shape.end)
+    offsets = replay_offsets(trace, shape.speed, shape.start, shape.end, shape.rate)
+    if shape.skip_failed:
+        keep = ~trace.failed[rows]
+        rows, offsets = rows[keep], offsets[keep]
+    return ReplayPlan(trace=trace, rows=rows, offsets_ns=offsets)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_trace_cached(path: str, fmt: str, columns: tuple, on_bad_row: str, block_size: int) -> Any:
+    from surgelab.workload.traces import read_trace
+
+    return read_trace(path, fmt, dict(columns) or None, on_bad_row, block_size)
+
+
 def as_shape(value: Any) -> Any:
     """A bare number is a steady level; anything else must be a shape mapping."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return {"type": "steady", "level": value}
     if not isinstance(value, dict):
-        kinds = "steady, step, ramp, spike, wave, stages, breakpoint"
+        kinds = "steady, step, ramp, spike, wave, stages, breakpoint, replay"
         raise ValueError(f"expected a number or a shape mapping with type: one of {kinds}")
     return value
 
 
 Shape = Annotated[
-    Steady | Step | Ramp | Spike | Wave | Stages | Breakpoint,
+    Steady | Step | Ramp | Spike | Wave | Stages | Breakpoint | Replay,
     Field(discriminator="type"),
     BeforeValidator(as_shape),
 ]

@@ -34,9 +34,9 @@ def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user
 
 async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, user: int = -1) -> None:
     """Run request ``index`` and, if its class has sessions, the turns that follow it."""
-    factory = plan.sampler.factory(index)
-    first = factory.spec(index)
-    conversation = factory.conversation(index)
+    sampler = plan.sampler
+    first = sampler.spec(index)
+    conversation = sampler.conversation(index)
     if conversation is None:
         await ex.execute(meta_for(plan, index, first, intended, user), first)
         return
@@ -46,7 +46,7 @@ async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, us
             intended = ex.clock() + int(conversation.think_s[turn - 2] * SECOND)
             if intended >= plan.end_ns or not await ex.sleep_until(intended):
                 return
-            spec = factory.next_turn(index, first, conversation, turn, history)
+            spec = sampler.next_turn(index, first, conversation, turn, history)
         out = await ex.execute(meta_for(plan, index, spec, intended, user, turn), spec)
         if out.state is not State.OK:
             return

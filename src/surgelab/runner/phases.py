@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from surgelab.load.arrivals import arrival_offsets, shaped_offsets
-from surgelab.load.shapes import Steady
+from surgelab.load.shapes import Replay, Steady
 from surgelab.runner.execution import SECOND
 from surgelab.scenario.model import Phase, Scenario
 from surgelab.workload.prompts import WorkloadSampler
+from surgelab.workload.trace_workload import TraceSampler
 
 __all__ = ["PhasePlan", "plan_phases", "open_loop_offsets"]
 
@@ -24,7 +25,7 @@ class PhasePlan:
     start_ns: int  # on the run clock, jitter included
     end_ns: int
     warmup_end_ns: int
-    sampler: WorkloadSampler
+    sampler: WorkloadSampler | TraceSampler
 
     @property
     def id_base(self) -> int:
@@ -42,11 +43,21 @@ def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
     load = scenario.phase_list[phase_index].load
     rng = np.random.default_rng([scenario.seed, 10, phase_index])
     duration = load.planned_duration
+    if isinstance(load.shape, Replay):
+        offsets_ns = load.shape.load().offsets_ns
+        return offsets_ns[offsets_ns < int(duration * SECOND)]
     if isinstance(load.shape, Steady):
         offsets = arrival_offsets(load.shape.peak, duration, load.arrival, rng, cv=load.cv)
     else:
         offsets = shaped_offsets(load.shape.level, duration, load.arrival, rng, cv=load.cv)
     return np.round(offsets * SECOND).astype(np.int64)
+
+
+def _sampler(scenario: Scenario, phase: Phase, index: int) -> WorkloadSampler | TraceSampler:
+    shape, workload = phase.load.shape, scenario.workload_of(phase)
+    if isinstance(shape, Replay) and shape.lengths:
+        return TraceSampler(shape.load(), workload, scenario.seed, stream=index, block_size=shape.block_size)
+    return WorkloadSampler(workload, scenario.seed, stream=index)
 
 
 def plan_phases(scenario: Scenario) -> list[PhasePlan]:
@@ -61,7 +72,7 @@ def plan_phases(scenario: Scenario) -> list[PhasePlan]:
                 start_ns=start,
                 end_ns=start + int(phase.load.planned_duration * SECOND),
                 warmup_end_ns=start + int(phase.load.warmup * SECOND),
-                sampler=WorkloadSampler(scenario.workload_of(phase), scenario.seed, stream=index),
+                sampler=_sampler(scenario, phase, index),
             )
         )
     return plans

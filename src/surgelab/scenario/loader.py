@@ -99,6 +99,7 @@ def build_scenario(
     source: str = "<scenario>",
     root: yaml.Node | None = None,
     overrides: Mapping[str, tuple[str, Any]] | None = None,
+    base_dir: Path | None = None,
 ) -> Scenario:
     """Validate raw data after applying ``overrides`` ({dotted.path: (flag, value)})."""
     if data is None:
@@ -110,7 +111,7 @@ def build_scenario(
         set_dotted(data, dotted, value)
         flags[tuple(dotted.split("."))] = flag
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
         messages = []
         for error in exc.errors():
@@ -142,4 +143,4 @@ def load_scenario(
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ScenarioError([f"{path}:{line}: invalid YAML: {problem}"]) from None
-    return build_scenario(data, source=str(path), root=root, overrides=overrides)
+    return build_scenario(data, source=str(path), root=root, overrides=overrides, base_dir=path.parent)

@@ -88,6 +88,8 @@ class Load(_Model):
     def _one_mode(self) -> Load:
         if (self.rate is None) == (self.concurrency is None):
             raise ValueError("give exactly one of rate (open loop) or concurrency (closed loop)")
+        if self.concurrency is not None and self.concurrency.type == "replay":
+            raise ValueError("a replay sets arrival times: use it as rate (open loop), not concurrency")
         if self.warmup >= self.planned_duration:
             raise ValueError(f"warmup ({self.warmup:g}s) must be shorter than duration ({self.planned_duration:g}s)")
         return self

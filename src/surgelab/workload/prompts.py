@@ -179,3 +179,11 @@ class WorkloadSampler:
 
     def spec(self, index: int) -> RequestSpec:
         return self.factory(index).spec(index)
+
+    def conversation(self, index: int) -> Conversation | None:
+        return self.factory(index).conversation(index)
+
+    def next_turn(
+        self, index: int, first: RequestSpec, plan: Conversation, turn: int, history: tuple[tuple[str, str], ...]
+    ) -> RequestSpec:
+        return self.factory(index).next_turn(index, first, plan, turn, history)
