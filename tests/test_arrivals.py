@@ -89,3 +89,9 @@ def test_schedule_in_nanoseconds_matches_the_rate():
     offsets = open_loop_offsets(_scenario(rate=4, arrival="constant", duration="2s"))
     assert offsets.tolist() == [0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000, 1_250_000_000,
                                 1_500_000_000, 1_750_000_000]  # fmt: skip
+
+
+def test_the_runner_schedule_for_a_poisson_scenario_passes_ks():
+    offsets = open_loop_offsets(_scenario(rate=40, arrival="poisson", duration="100s", seed=5)) / 1e9
+    assert len(offsets) == pytest.approx(4000, rel=0.1)
+    assert stats.kstest(np.diff(offsets), "expon", args=(0, 1 / 40)).pvalue > 0.001

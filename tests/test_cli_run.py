@@ -84,7 +84,7 @@ def _assert_key_absent(key: str, run_dir, *outputs: str) -> None:
         assert key not in text
 
 
-def test_api_key_from_the_environment_never_reaches_disk_or_output(timed_server, cli, tmp_path):
+def test_api_key_from_the_environment_never_reaches_disk_or_output(timed_server, cli, reconciled, tmp_path):
     key = "sk-test-" + secrets.token_hex(16)
     out = tmp_path / "run"
     result = cli(*_flags(timed_server, out, "--api-key-env", "SURGELAB_TEST_KEY", "--threshold", "p99(ttft) < 2s",
@@ -92,12 +92,13 @@ def test_api_key_from_the_environment_never_reaches_disk_or_output(timed_server,
     assert result.returncode == 0, result.stderr
     assert "TTFT" in result.stdout  # the final summary table was printed
     assert timed_server.stats()["authorization"] == f"Bearer {key}"  # the key was sent
+    assert reconciled(_summary(out), out).num_rows == 10
     _assert_key_absent(key, out, result.stdout, result.stderr)
     saved = yaml.safe_load((out / "scenario.yaml").read_text())
     assert saved["target"]["api_key_env"] == "SURGELAB_TEST_KEY"
 
 
-def test_api_key_in_a_scenario_header_never_reaches_the_run_directory(timed_server, cli, tmp_path):
+def test_api_key_in_a_scenario_header_never_reaches_the_run_directory(timed_server, cli, reconciled, tmp_path):
     key = "sk-test-" + secrets.token_hex(16)
     scenario = {
         "target": {"url": timed_server.url, "model": "ok", "headers": {"Authorization": f"Bearer {key}"}},
@@ -110,15 +111,17 @@ def test_api_key_in_a_scenario_header_never_reaches_the_run_directory(timed_serv
     result = cli("run", str(path), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert timed_server.stats()["authorization"] == f"Bearer {key}"
+    reconciled(_summary(out), out)
     _assert_key_absent(key, out, result.stdout, result.stderr)
 
 
-def test_missing_key_variable_warns_and_runs(zero_server, cli, tmp_path):
+def test_missing_key_variable_warns_and_runs(zero_server, cli, reconciled, tmp_path):
     out = tmp_path / "run"
     result = cli(*_flags(zero_server, out, "--api-key-env", "SURGELAB_UNSET_VARIABLE", "-q", duration="0.5s"),
                  env={"SURGELAB_UNSET_VARIABLE": ""})  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "$SURGELAB_UNSET_VARIABLE is not set" in result.stdout
+    assert reconciled(_summary(out), out).num_rows == 5
 
 
 def test_refuses_an_existing_run_directory(zero_server, tmp_path):
