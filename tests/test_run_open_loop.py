@@ -6,6 +6,8 @@ One steady run (constant arrivals at 10 req/s for 4 s, the first second warm-up,
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -127,3 +129,33 @@ def test_live_ticks_follow_the_run(steady):
     assert last.scheduled == result.summary["requests"]["scheduled"]
     assert any(t.in_flight > 0 for t in ticks)
     assert last.ttft_p50_ms == pytest.approx(result.summary["latency_ms"]["ttft"]["p50"], abs=0.01)
+
+
+def _render(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=160, color_system=None, force_terminal=False)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_final_summary_table_shows_the_measured_numbers(steady):
+    from surgelab.report.terminal import summary_table
+
+    _, result, _, _ = steady
+    s = result.summary
+    text = _render(summary_table(s))
+    assert f"{s['requests']['scheduled']} scheduled · {s['requests']['ok']} ok" in text
+    assert f"{s['latency_ms']['ttft']['p50']:,.1f}" in text and f"{s['latency_ms']['itl']['p99']:,.1f}" in text
+    assert "TTFT (service)" in text and "valid" in text and "INVALID" not in text
+    assert f"{s['concurrency']['mean_in_flight']:.2f} measured" in text
+
+
+def test_live_view_frame_renders(steady):
+    from surgelab.report.terminal import render_snapshot
+
+    _, _, _, ticks = steady
+    frame = ticks[len(ticks) // 2]
+    text = _render(render_snapshot(frame))
+    assert "surgelab run" in text and "in flight" in text
+    assert f"{frame.ok:,}" in text
