@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.console import Console
 
@@ -52,3 +54,21 @@ def little(
         f"a server must hold {r.in_flight:.4g} concurrent requests on average; peaks are higher — "
         "size for the peak rate, not the daily mean."
     )
+
+
+@app.command("preview")
+def preview(
+    scenario_file: Path = typer.Argument(..., metavar="SCENARIO"),
+    latency: str = typer.Option("2s", help="Assumed response time W for the expected in-flight count."),
+    html: Path | None = typer.Option(None, help="Also write a self-contained HTML page with the charts."),
+) -> None:
+    """Show what a scenario will send — load over time, mix, token lengths, expected in flight — without sending."""
+    from surgelab.cli.commands_run import load_or_exit
+    from surgelab.report.preview import compute_preview, render_html, render_terminal
+
+    scenario = load_or_exit(scenario_file, {})
+    data = compute_preview(scenario, _seconds(latency, "--latency") or 0.0)
+    render_terminal(data, Console())
+    if html is not None:
+        html.write_text(render_html(data), encoding="utf-8")
+        Console().print(f"wrote {html}")
