@@ -50,7 +50,11 @@ class OpenAIClient:
         self.target = target
         self._clock = clock
         self._tokenizer = tokenizer
-        self._urls = {"chat": target.base_url + "/chat/completions", "completions": target.base_url + "/completions"}
+        self._urls = {
+            "chat": target.base_url + "/chat/completions",
+            "completions": target.base_url + "/completions",
+            "embeddings": target.base_url + "/embeddings",
+        }
         self._headers = {"Content-Type": "application/json", **target.headers}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -76,8 +80,14 @@ class OpenAIClient:
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         """The JSON body for ``spec``; public so previews and tests can show it."""
-        body: dict[str, Any] = {"model": self.target.model, "max_tokens": spec.max_tokens}
-        if (spec.endpoint or self.target.endpoint) == "chat":
+        endpoint = spec.endpoint or self.target.endpoint
+        if endpoint == "embeddings":
+            body: dict[str, Any] = {"model": self.target.model, "input": spec.prompt}
+            body.update(self.target.extra_body)
+            body.update(spec.extra)
+            return body
+        body = {"model": self.target.model, "max_tokens": spec.max_tokens}
+        if endpoint == "chat":
             messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
             for user, assistant in spec.history:
                 messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
@@ -93,6 +103,7 @@ class OpenAIClient:
             body["ignore_eos"] = True
             body["min_tokens"] = spec.max_tokens
         body.update(self.target.extra_body)
+        body.update(spec.extra)
         return body
 
     async def send(self, spec: RequestSpec, out: Outcome) -> None:
@@ -115,7 +126,9 @@ class OpenAIClient:
                         text = (await resp.content.read(2048)).decode("utf-8", "replace")
                         out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
                         return
-                    if self.target.stream:
+                    if endpoint == "embeddings":
+                        await self._read_embeddings(resp, out)
+                    elif self.target.stream:
                         await self._read_stream(resp, out, lambda: deadline.reschedule(started + timeouts.total))
                     else:
                         await self._read_whole(resp, out, endpoint == "chat")
@@ -178,6 +191,25 @@ class OpenAIClient:
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise _Protocol(f"invalid response body: {type(exc).__name__}: {exc}") from None
         self._account(out, body.get("usage"), [text])
+
+    async def _read_embeddings(self, resp: aiohttp.ClientResponse, out: Outcome) -> None:
+        """Embeddings arrive whole: no first token, no output tokens; E2E is the latency."""
+        raw = await resp.read()
+        out.end_ns = self._clock()
+        try:
+            body = orjson.loads(raw)
+            vectors = body["data"]
+            if not isinstance(vectors, list) or not vectors:
+                raise _Protocol("embeddings response without vectors")
+            usage = body.get("usage") or {}
+            if usage.get("prompt_tokens") is not None:
+                out.prompt_tokens, out.usage_source = int(usage["prompt_tokens"]), "server"
+            else:
+                out.usage_source = "counted"
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise _Protocol(f"invalid embeddings body: {type(exc).__name__}: {exc}") from None
+        out.output_tokens = 0
+        out.state = State.OK
 
     def _account(self, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
         """Token counts: the server's usage when it reports it, else our own count."""

@@ -43,7 +43,9 @@ class Target(_Model):
 
     url: AnyHttpUrl = Field(description="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1")
     model: str = Field(description="Model name sent in every request.")
-    endpoint: Literal["chat", "completions"] = Field("chat", description="/chat/completions or /completions.")
+    endpoint: Literal["chat", "completions", "embeddings"] = Field(
+        "chat", description="/chat/completions, /completions or /embeddings."
+    )
     stream: bool = Field(True, description="Stream with SSE (needed for TTFT and ITL).")
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key.")
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
@@ -134,7 +136,9 @@ class RequestClass(_Model):
 
     name: str = Field("default", description="Reported per class in the summary.")
     weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative share of requests (e.g. from production logs).")
-    endpoint: Literal["chat", "completions"] | None = Field(None, description="Overrides target.endpoint for this class.")
+    endpoint: Literal["chat", "completions", "embeddings"] | None = Field(
+        None, description="Overrides target.endpoint for this class (embeddings: the prompt is the input)."
+    )
     prompt_tokens: Distribution = Field(256, description="Prompt length in tokens (built-in tokenizer).")
     output_tokens: Distribution = Field(128, description="max_tokens of each request.")
     unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
