@@ -170,7 +170,7 @@ def test_body_asks_for_usage_and_exact_lengths():
         TOK,
     )
     body = plain.body(spec)
-    assert body["prompt"] == "sysp" and "stream" not in body and "ignore_eos" not in body and "min_tokens" not in body
+    assert body["prompt"] == "sys p" and "stream" not in body and "ignore_eos" not in body and "min_tokens" not in body
 
 
 def _sse(*events: bytes) -> bytes:

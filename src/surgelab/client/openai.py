@@ -213,8 +213,8 @@ class OpenAIClient:
 
     def _account(self, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
         """Token counts: the server's usage when it reports it, else our own count."""
-        out.text = "".join(pieces)
         try:
+            out.text = "".join(pieces)
             if usage and usage.get("completion_tokens") is not None:
                 out.output_tokens = int(usage["completion_tokens"])
                 if usage.get("prompt_tokens") is not None:
