@@ -159,3 +159,34 @@ def test_live_view_frame_renders(steady):
     text = _render(render_snapshot(frame))
     assert "surgelab run" in text and "in flight" in text
     assert f"{frame.ok:,}" in text
+
+
+def test_a_client_that_falls_behind_says_so_and_does_not_shift_the_schedule(zero_server, scenario_for, run, reconciled,
+                                                                             tmp_path):  # fmt: skip
+    """Block the event loop for 300 ms twice a second: sends are late, never re-timed."""
+    import time
+
+    scenario = scenario_for(zero_server.url, load={"rate": 40, "arrival": "poisson", "duration": "2s"}, seed=8)
+    result = run(scenario, tmp_path / "run", on_tick=lambda _snapshot: time.sleep(0.3))
+    table = reconciled(result.summary, result.run_dir)
+    intended = table["intended_ns"].to_numpy()
+    assert np.array_equal(intended, open_loop_offsets(scenario))  # every request kept its intended time
+    lag_ms = (table["sent_ns"].to_numpy() - intended) / 1e6
+    assert lag_ms.max() >= 200  # requests due during a block went out when it ended...
+    assert np.median(lag_ms) < 5  # ...and the rest on time
+    s = result.summary
+    assert s["schedule_lag_ms"]["max"] == pytest.approx(lag_ms.max())
+    assert s["validity"]["valid"] is False
+    assert any("fell behind" in reason for reason in s["validity"]["reasons"])
+    # felt latency includes the lag, service latency does not
+    assert s["latency_ms"]["e2e"]["max"] >= 200
+    assert s["service_latency_ms"]["e2e"]["p50"] < 5
+
+
+def test_steady_poisson_load_is_on_schedule(zero_server, scenario_for, run, reconciled, tmp_path):
+    scenario = scenario_for(zero_server.url, load={"rate": 50, "arrival": "poisson", "duration": "2s"}, seed=2)
+    result = run(scenario, tmp_path / "run")
+    table = reconciled(result.summary, result.run_dir)
+    assert np.array_equal(table["intended_ns"].to_numpy(), open_loop_offsets(scenario))
+    assert result.summary["schedule_lag_ms"]["p99"] < 10
+    assert result.summary["validity"]["valid"]
