@@ -20,7 +20,7 @@ from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.workload.tokenizer import load_tokenizer
 
 __all__ = ["Execution", "SECOND", "MAX_NAP_S"]
 
@@ -47,7 +47,7 @@ class Execution:
         pool_size: int = 0,
     ) -> None:
         self.scenario = scenario
-        self.tokenizer = BuiltinTokenizer()
+        self.tokenizer = load_tokenizer(scenario.tokenizer)
         self.buffer = RecordBuffer()
         self.store = RecordStore(run_dir)
         self.live = live

@@ -11,6 +11,7 @@ from surgelab.load.shapes import Replay, Steady
 from surgelab.runner.execution import SECOND
 from surgelab.scenario.model import Phase, Scenario
 from surgelab.workload.prompts import WorkloadSampler
+from surgelab.workload.tokenizer import load_tokenizer
 from surgelab.workload.trace_workload import TraceSampler
 
 __all__ = ["PhasePlan", "plan_phases", "open_loop_offsets"]
@@ -55,9 +56,10 @@ def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
 
 def _sampler(scenario: Scenario, phase: Phase, index: int) -> WorkloadSampler | TraceSampler:
     shape, workload = phase.load.shape, scenario.workload_of(phase)
+    tokenizer = load_tokenizer(scenario.tokenizer)
     if isinstance(shape, Replay) and shape.lengths:
-        return TraceSampler(shape.load(), workload, scenario.seed, stream=index, block_size=shape.block_size)
-    return WorkloadSampler(workload, scenario.seed, stream=index)
+        return TraceSampler(shape.load(), workload, scenario.seed, index, shape.block_size, tokenizer)
+    return WorkloadSampler(workload, scenario.seed, stream=index, tokenizer=tokenizer)
 
 
 def plan_phases(scenario: Scenario) -> list[PhasePlan]:

@@ -78,18 +78,22 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str:
     a shorthand's expansion (a bare ``rate: 5`` becomes ``{type: steady, level: 5}``); the
     path stops where the user's data does.
     """
-    text, node = "", data
+    text, node, tag_seen = "", data, False
     for depth, part in enumerate(loc):
         if isinstance(part, int):
             text += f"[{part}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
+            tag_seen = False
             continue
-        if "[" in part or (isinstance(node, dict) and part not in node and part in (node.get("dist"), node.get("type"))):
-            continue  # a union member's tag, not a field
+        # A union member's tag comes once, first, and may equal a field name (``stages``, ``step``).
+        if "[" in part or (isinstance(node, dict) and not tag_seen and part in (node.get("dist"), node.get("type"))):
+            tag_seen = True
+            continue
         if depth and node is not None and not isinstance(node, (dict, list)):
             break  # inside the expansion of a shorthand scalar
         text += f".{part}" if text else part
         node = node.get(part) if isinstance(node, dict) else None
+        tag_seen = False
     return text
 
 

@@ -6,9 +6,19 @@ Every duration accepts unit strings (``30s``, ``250ms``) and is stored in second
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from surgelab.conditions import Threshold
 from surgelab.load.arrivals import Arrival
@@ -232,11 +242,29 @@ class Scenario(_Model):
     load: Load | None = Field(None, description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
     phases: list[Phase] | None = Field(None, min_length=1, description="Instead of load: several phases, each with its own load and mix.")
     workload: Workload = Field(Workload(), description="What each request asks for.")
+    tokenizer: str = Field(
+        "builtin",
+        description="builtin, or a Hugging Face tokenizer.json (or a folder with one) for exact counts of a real model; "
+        "a relative path is relative to the scenario file.",
+    )
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
     tiers: dict[str, Tier] = Field(default_factory=dict, description="Named tiers with their own SLOs, referred to by request classes.")
     thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
     output: Output = Field(Output(), description="Where and how often results are written.")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_path(cls, value: str, info: ValidationInfo) -> str:
+        if value == "builtin":
+            return value
+        path = Path(value).expanduser()
+        base = (info.context or {}).get("base_dir")
+        if base is not None and not path.is_absolute():
+            path = Path(base) / path
+        if not path.exists():
+            raise ValueError(f"tokenizer not found: {path} (give 'builtin' or a tokenizer.json)")
+        return str(path)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -16,7 +16,7 @@ import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 
 __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 
@@ -55,14 +55,17 @@ class PromptFactory:
     """Specs for one request class."""
 
     def __init__(
-        self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: BuiltinTokenizer | None = None
+        self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: Tokenizer | None = None
     ) -> None:
         self.cls = request_class
         key = [seed] if isinstance(seed, int) else list(seed)
         self.tokenizer = tokenizer or BuiltinTokenizer()
-        ids = np.random.default_rng([*key, 0]).integers(0, len(VOCABULARY), size=_POOL_WORDS)
-        self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
+        self._pool = ""  # builtin tokenizer: prompts are slices of one pre-generated word pool
+        if isinstance(self.tokenizer, BuiltinTokenizer):
+            ids = np.random.default_rng([*key, 0]).integers(0, len(VOCABULARY), size=_POOL_WORDS)
+            self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
         c = request_class
+        self._key = key
         self.system_prompt = (
             self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2]))
             if c.system_prompt_tokens
@@ -81,7 +84,6 @@ class PromptFactory:
             return prompt, output, with_prefix
 
         self._draws = _Blocks([*key, 1], draw)
-        self._key = key
 
     def spec(self, index: int) -> RequestSpec:
         n, max_tokens, with_prefix = self._draws[index]
@@ -139,6 +141,9 @@ class PromptFactory:
 
     def text(self, index: int, n_tokens: int) -> str:
         """Prompt of exactly ``n_tokens`` tokens for request ``index``."""
+        if not self._pool:  # a real model's tokenizer: synthesise and check
+            prefix = self.tokenizer.unique_prefix(index + 1, _PREFIX_WIDTH) if self.cls.unique_prefix else ()
+            return self.tokenizer.synthesize(n_tokens, np.random.default_rng([*self._key, 4, index]), prefix)
         head: list[str] = []
         if self.cls.unique_prefix:
             head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(index + 1, _PREFIX_WIDTH)][:n_tokens]
@@ -159,7 +164,7 @@ class WorkloadSampler:
     """Specs for a weighted mix: the class of request ``i`` is drawn from the weights."""
 
     def __init__(
-        self, workload: Workload, seed: int, stream: int = 0, tokenizer: BuiltinTokenizer | None = None
+        self, workload: Workload, seed: int, stream: int = 0, tokenizer: Tokenizer | None = None
     ) -> None:
         tokenizer = tokenizer or BuiltinTokenizer()
         self.classes = workload.classes

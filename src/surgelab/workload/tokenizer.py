@@ -12,13 +12,14 @@ exactly one token with or without its leading space.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer"]
+__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer", "load_tokenizer"]
 
 _PIECES = re.compile(
     r" ?[^\W\d_]{1,6}"  # words, at most six letters a piece
@@ -52,6 +53,24 @@ class Tokenizer:
         self, n_tokens: int, rng: np.random.Generator, prefix: Sequence[int] = ()
     ) -> str:  # pragma: no cover
         raise NotImplementedError
+
+    def unique_prefix(self, number: int, width: int = 3) -> list[int]:  # pragma: no cover - interface
+        """Word choices spelling ``number``: the start of a prompt no other request shares."""
+        raise NotImplementedError
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """``builtin``, or a Hugging Face ``tokenizer.json`` (or a folder holding one) on disk."""
+    if spec == "builtin":
+        return BuiltinTokenizer()
+    return _load_file(spec)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_file(path: str) -> Tokenizer:
+    from surgelab.workload.hf_tokenizer import HFTokenizer
+
+    return HFTokenizer(path)
 
 
 class BuiltinTokenizer(Tokenizer):

@@ -14,14 +14,18 @@ from surgelab.scenario.model import Workload
 from surgelab.workload.blocks import BlockPromptBuilder
 from surgelab.workload.prompts import Conversation, WorkloadSampler
 from surgelab.workload.request import RequestSpec
+from surgelab.workload.tokenizer import Tokenizer
 
 __all__ = ["TraceSampler"]
 
 
 class TraceSampler:
-    def __init__(self, plan: ReplayPlan, workload: Workload, seed: int, stream: int = 0, block_size: int = 512) -> None:
+    def __init__(
+        self, plan: ReplayPlan, workload: Workload, seed: int, stream: int = 0, block_size: int = 512,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:  # fmt: skip
         self.trace, self.rows = plan.trace, plan.rows
-        self.base = WorkloadSampler(workload, seed, stream)
+        self.base = WorkloadSampler(workload, seed, stream, tokenizer)
         self.tokenizer = self.base.tokenizer
         self.blocks = BlockPromptBuilder(seed, block_size) if self.trace.prefix_blocks is not None else None
 
