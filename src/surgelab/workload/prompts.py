@@ -91,7 +91,7 @@ class PromptFactory:
         text = self.text(index, n)
         tokens = n + self._system_tokens
         if with_prefix:
-            text = self.shared_prefix + " " + text
+            text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
             tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
         c = self.cls
         return RequestSpec(
