@@ -45,7 +45,7 @@ CASES = [
     ("bad-threshold", HEAD + "load:\n  rate: 5\nthresholds:\n  - p99(ttft) < 2s\n  - p99(latency) < 2s\n", 9, "thresholds[1]: unknown latency metric 'latency'"),
     ("bad-threshold-form", HEAD + "load:\n  rate: 5\nthresholds:\n  - ttft is fast\n", 8, "cannot read threshold"),
     ("bad-url", HEAD.replace("http://127.0.0.1:1/v1", "not a url") + "load:\n  rate: 5\n", 3, "target.url"),
-    ("bad-endpoint", HEAD + "  endpoint: embeddings\nload:\n  rate: 5\n", 5, "target.endpoint"),
+    ("bad-endpoint", HEAD + "  endpoint: telepathy\nload:\n  rate: 5\n", 5, "target.endpoint"),
     ("bad-arrival", HEAD + "load:\n  rate: 5\n  arrival: bursty\n", 7, "load.arrival"),
     ("bad-distribution", HEAD + "load:\n  rate: 5\nworkload:\n  prompt_tokens: {dist: uniform, min: 10, max: 5}\n", 8, "workload.prompt_tokens: max must be >= min"),
     ("unknown-distribution", HEAD + "load:\n  rate: 5\nworkload:\n  prompt_tokens:\n    dist: zipf\n    mean: 3\n", 9, "workload.prompt_tokens"),

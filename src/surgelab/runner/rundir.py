@@ -19,7 +19,7 @@ from surgelab.scenario.model import Scenario
 
 __all__ = ["prepare_run_dir", "redact", "write_json", "read_json", "RunDirError"]
 
-_SECRET_NAME = re.compile(r"auth|api[-_]?key|token|secret|password|passwd|cookie|credential|signature", re.I)
+_SECRET_NAME = re.compile(r"auth|api[-_]?key|token(?!i[sz]e)|secret|password|passwd|cookie|credential|signature", re.I)
 REDACTED = "<redacted>"
 
 
@@ -28,7 +28,7 @@ class RunDirError(Exception):
 
 
 def _secret(key: Any, value: Any) -> bool:
-    """Text under a credential-like name; numbers and settings such as ``prompt_tokens`` are not secrets."""
+    """Text under a credential-like name; numbers, ``prompt_tokens`` or ``tokenizer: builtin`` are not secrets."""
     return isinstance(value, str) and key != "api_key_env" and bool(_SECRET_NAME.search(str(key)))
 
 
