@@ -93,6 +93,7 @@ def test_api_key_from_the_environment_never_reaches_disk_or_output(timed_server,
     assert "TTFT" in result.stdout  # the final summary table was printed
     assert timed_server.stats()["authorization"] == f"Bearer {key}"  # the key was sent
     assert reconciled(_summary(out), out).num_rows == 10
+    assert _summary(out)["thresholds_passed"] is True
     _assert_key_absent(key, out, result.stdout, result.stderr)
     saved = yaml.safe_load((out / "scenario.yaml").read_text())
     assert saved["target"]["api_key_env"] == "SURGELAB_TEST_KEY"

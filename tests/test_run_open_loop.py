@@ -38,7 +38,7 @@ def steady(timed_server, tmp_path_factory, scenario_for, run, reconciled):
 
 def test_ttft_and_itl_match_the_server_script(steady):
     _, result, _, _ = steady
-    s = result.summary
+    s = read_json(result.run_dir / "summary.json")
     assert s["latency_ms"]["ttft"]["p50"] == pytest.approx(TTFT_S * 1000, abs=5)
     assert s["service_latency_ms"]["ttft"]["p50"] == pytest.approx(TTFT_S * 1000, abs=5)
     assert s["latency_ms"]["itl"]["p50"] == pytest.approx(ITL_S * 1000, abs=2)
