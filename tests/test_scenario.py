@@ -175,6 +175,15 @@ def test_flags_override_the_file_and_switch_loop_mode(tmp_path):
         (["--rate", "1", "--duration", "forever"], "error: --duration: load.duration: expected a duration"),
         (["--rate", "1", "--threshold", "p99(x) < 1s"], "error: --threshold: thresholds[0]: unknown latency metric"),
         (["--concurrency", "0"], "error: --concurrency: load.concurrency"),
+        (["--rate", "1", "--arrival", "bursty"], "error: --arrival: load.arrival: Input should be 'constant'"),
+        (["--rate", "1", "--connection", "maybe"], "error: --connection: target.connection"),
+        (["--rate", "1", "--think-time", "soon"], "error: --think-time: load.think_time: expected a duration"),
+        (["--rate", "1", "--set", "load=5"], "error: --set load: load: Input should be a valid dictionary"),
+        (["--rate", "1", "--set", "=1"], "error: --set '=1': expected path=value"),
+        (
+            ["--rate", "1", "--set", "target.timeouts.total=-1s"],
+            "error: --set target.timeouts.total: target.timeouts.total",
+        ),
     ],
 )
 def test_bad_flags_name_the_flag(args, message):
