@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import sys
 import time
 
 import pytest
@@ -234,3 +236,32 @@ def test_malformed_responses_from_a_raw_socket(reply, stream, state):
         assert out.usage_source == "counted" and out.output_tokens in (1, 3)
     else:
         assert out.error
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="relies on Linux dropping SYNs past a full backlog")
+def test_connect_timeout():
+    """A listener that never accepts, with its backlog full, leaves the next connect hanging."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(3):
+                filler = socket.socket()
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+                fillers.append(filler)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                pytest.skip("this kernel completes connections past the backlog")
+            except OSError:
+                pass
+            out = _send(f"http://127.0.0.1:{port}/v1", "ok", timeouts={"connect": "300ms", "first_token": "5s"})
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert out.state is State.TIMEOUT
+    assert out.error.startswith("connect timeout after 0.3s")
+    assert 0.29 <= (out.end_ns - out.sent_ns) / 1e9 < 1.0
