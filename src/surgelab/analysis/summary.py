@@ -153,7 +153,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
         },
         "by_phase": _breakdown(c, c.phase, window, scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
-        "by_tier": _breakdown(c, c.tier, window, scenario),
+        "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
@@ -227,12 +227,16 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
     }
 
 
-def _breakdown(c: _Columns, labels: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
-    """The same block for every distinct label (phase, class or tier)."""
+def _breakdown(
+    c: _Columns, labels: np.ndarray, window: Window, scenario: Scenario, tiers: bool = False
+) -> dict[str, Any]:
+    """The same block for every distinct label (phase, class or tier); a tier shows the SLO it was judged by."""
     result = {}
     for label in sorted(set(labels.tolist())):
         block = _block(c, labels == label, window, scenario)
         del block["tokens"]["usage_source"]
+        if tiers:
+            block["goodput"]["slo_ms"] = _slo_ms(scenario.slo_of(str(label)))
         result[str(label)] = block
     return result
 
