@@ -7,6 +7,8 @@ One steady run (constant arrivals at 10 req/s for 4 s, the first second warm-up,
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -190,3 +192,43 @@ def test_steady_poisson_load_is_on_schedule(zero_server, scenario_for, run, reco
     assert np.array_equal(table["intended_ns"].to_numpy(), open_loop_offsets(scenario))
     assert result.summary["schedule_lag_ms"]["p99"] < 10
     assert result.summary["validity"]["valid"]
+
+
+DATA_KEYED = {"tokens.usage_source", "requests.by_state"}  # keys depend on what happened
+
+
+def _documented_fields() -> list[str]:
+    """Dotted field names from the table under '## Fields' in docs/summary.md."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "summary.md").read_text()
+    section = doc.split("## Fields", 1)[1].split("\n## ", 1)[0]
+    fields = []
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        parent = ""
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
+            name = name.removesuffix("[]").removesuffix(".*")
+            if "." not in name and parent:
+                name = f"{parent}.{name}"  # `requests.ok` / `failed`: a sibling
+            if m := re.fullmatch(r"(.+)\.\{(.+)\}", name):
+                parent = m[1]
+                fields.append(parent)
+                if parent not in DATA_KEYED:
+                    fields += [f"{parent}.{child.strip()}" for child in m[2].split(",")]
+            else:
+                parent = name.rpartition(".")[0]
+                fields.append(name)
+    return fields
+
+
+def test_summary_has_every_documented_field(steady):
+    _, result, _, _ = steady
+    fields = _documented_fields()
+    assert len(fields) >= 50
+    for field in fields:
+        node = result.summary
+        for part in field.split("."):
+            assert isinstance(node, dict) and part in node, f"documented field {field} missing from summary.json"
+            node = node[part]
+    for block in ("ttft", "itl", "tpot", "e2e"):
+        assert set(result.summary["latency_ms"][block]) == {"count", "mean", "min", "p50", "p90", "p95", "p99", "max"}
