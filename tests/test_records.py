@@ -134,3 +134,13 @@ def test_every_state_fits_the_schema(state):
 def test_schema_is_versioned():
     assert RECORD_SCHEMA.metadata[b"surgelab.record_version"] == b"1"
     assert RECORD_SCHEMA.field("itl_us").type == pa.list_(pa.int32())
+
+
+def test_every_column_is_documented_with_its_type():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "records.md").read_text()
+    documented = dict(re.findall(r"^\| `(\w+)` \| ([\w<>]+) \|", doc, flags=re.M))
+    actual = {f.name: str(f.type).replace("item: ", "") for f in RECORD_SCHEMA}
+    assert documented == actual
