@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from surgelab.metrics.store import read_records
+from surgelab.scenario.loader import ScenarioError
 
 MIX = {
     "prompt_tokens": 12,
@@ -45,7 +46,5 @@ def test_per_class_and_per_tier_results_with_each_tiers_slo(timed_server, scenar
 
 
 def test_a_class_naming_an_unknown_tier_is_refused(scenario_for):
-    from surgelab.scenario.loader import ScenarioError
-
     with pytest.raises(ScenarioError, match="request class 'chat' names tier 'gold', which is not in tiers"):
         scenario_for("http://127.0.0.1:9/v1", workload={"mix": [{"name": "chat", "tier": "gold"}]})
