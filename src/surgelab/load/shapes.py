@@ -8,15 +8,15 @@ number of users; the scenario decides which.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.conditions import Threshold
+from surgelab.files import scenario_path
 from surgelab.units import parse_duration
 
 __all__ = [
@@ -267,15 +267,10 @@ class Replay(_Shape):
     on_bad_row: Literal["skip", "fail"] = "skip"
     block_size: int = Field(512, ge=1, description="Prompt tokens per Mooncake hash id.")
 
-    @model_validator(mode="after")
-    def _resolve(self, info: ValidationInfo) -> Replay:
-        base = (info.context or {}).get("base_dir") if info is not None else None
-        path = Path(self.trace).expanduser()
-        if base is not None and not path.is_absolute():
-            object.__setattr__(self, "trace", str(Path(base) / path))  # resolved once, at validation
-        if not Path(self.trace).is_file():
-            raise ValueError(f"trace file not found: {self.trace}")
-        return self
+    @field_validator("trace")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        return scenario_path(value, info, "trace file")
 
     def load(self) -> ReplayPlan:
         """The trace read and windowed (cached: the same file is read once per process)."""
@@ -314,9 +309,11 @@ class ReplayPlan:
 
 
 def _load_replay(shape: Replay) -> ReplayPlan:
-    key = (shape.trace, shape.format, tuple(sorted(shape.columns.items())), shape.on_bad_row, shape.block_size)
-    trace = _read_trace_cached(*key)
     from surgelab.workload.replay import replay_indices, replay_offsets
+    from surgelab.workload.traces import read_trace_cached
+
+    columns = tuple(sorted(shape.columns.items()))
+    trace = read_trace_cached(shape.trace, shape.format, columns, shape.on_bad_row, shape.block_size)
 
     rows = replay_indices(trace, shape.start, shape.end)
     offsets = replay_offsets(trace, shape.speed, shape.start, shape.end, shape.rate)
@@ -324,13 +321,6 @@ def _load_replay(shape: Replay) -> ReplayPlan:
         keep = ~trace.failed[rows]
         rows, offsets = rows[keep], offsets[keep]
     return ReplayPlan(trace=trace, rows=rows, offsets_ns=offsets)
-
-
-@functools.lru_cache(maxsize=8)
-def _read_trace_cached(path: str, fmt: str, columns: tuple, on_bad_row: str, block_size: int) -> Any:
-    from surgelab.workload.traces import read_trace
-
-    return read_trace(path, fmt, dict(columns) or None, on_bad_row, block_size)
 
 
 def as_shape(value: Any) -> Any:

@@ -6,7 +6,6 @@ Every duration accepts unit strings (``30s``, ``250ms``) and is stored in second
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,6 +20,7 @@ from pydantic import (
 )
 
 from surgelab.conditions import Threshold
+from surgelab.files import scenario_path
 from surgelab.load.arrivals import Arrival
 from surgelab.load.shapes import Shape
 from surgelab.units import parse_duration
@@ -256,15 +256,7 @@ class Scenario(_Model):
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer_path(cls, value: str, info: ValidationInfo) -> str:
-        if value == "builtin":
-            return value
-        path = Path(value).expanduser()
-        base = (info.context or {}).get("base_dir")
-        if base is not None and not path.is_absolute():
-            path = Path(base) / path
-        if not path.exists():
-            raise ValueError(f"tokenizer not found: {path} (give 'builtin' or a tokenizer.json)")
-        return str(path)
+        return value if value == "builtin" else scenario_path(value, info, "tokenizer")
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import math
@@ -30,7 +31,7 @@ import orjson
 
 from surgelab.workload.tokenizer import BuiltinTokenizer
 
-__all__ = ["COLUMN_KEYS", "FORMATS", "RowProblem", "Trace", "TraceError", "read_trace"]
+__all__ = ["COLUMN_KEYS", "FORMATS", "RowProblem", "Trace", "TraceError", "read_trace", "read_trace_cached"]
 
 FORMATS = ("auto", "azure", "burstgpt", "mooncake", "lengths", "jsonl", "sharegpt", "csv")
 COLUMN_KEYS = ("timestamp", "timestamp_unit", "prompt_tokens", "output_tokens", "prompt", "hash_ids")
@@ -622,3 +623,11 @@ def read_trace(
             raise TraceError("expected UTF-8 text", path, data.count(b"\n", 0, error.start) + 1) from None
         (_read_sharegpt if spec.kind == "sharegpt" else _read_csv)(text, rows)
     return rows.finish(format)
+
+
+@functools.lru_cache(maxsize=8)
+def read_trace_cached(
+    path: str, format: str = "auto", columns: tuple[tuple[str, str], ...] = (), on_bad_row: str = "skip", block_size: int = 512
+) -> Trace:
+    """``read_trace`` once per process for the same arguments (traces are immutable)."""
+    return read_trace(path, format, dict(columns) or None, on_bad_row, block_size)
