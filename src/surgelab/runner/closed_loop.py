@@ -3,7 +3,8 @@
 A user's intended send time is the moment it became ready (after its think time), so a
 client that cannot keep up shows as schedule lag. With a shaped ``concurrency`` user ``u``
 is active while ``u < level(t)``; a user above the level finishes its request and waits
-(k6's graceful ramp-down).
+(k6's graceful ramp-down). With ``workload.assign: user`` each user draws one class (its
+profile) from the weights and keeps it, with that profile's think time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_ord
     load = plan.phase.load
     rng = np.random.default_rng([ex.scenario.seed, 20, plan.index, user])
     steady = isinstance(load.shape, Steady)
+    profile = None  # workload.assign: user — this user's class for the whole run
+    think_time = load.think_time
+    if ex.scenario.workload_of(plan.phase).assign == "user" and hasattr(plan.sampler, "profile"):
+        profile = plan.sampler.profile([ex.scenario.seed, 21, plan.index, user])
+        think_time = profile.cls.think_time or load.think_time
     ready = plan.start_ns + (int(load.ramp_up * SECOND * user / users) if steady else 0)
     while not ex.stop.requested and ready < plan.end_ns:
         if not await ex.sleep_until(ready):
@@ -40,6 +46,6 @@ async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_ord
         if not steady and user >= plan.level_at(ex.clock()):
             ready = ex.clock() + int(MAX_NAP_S * SECOND)  # not active now: look again shortly
             continue
-        await converse(ex, plan, next(issue_order), ready, user)
-        think = float(load.think_time.sample(rng, 1)[0])
+        await converse(ex, plan, next(issue_order), ready, user, profile)
+        think = float(think_time.sample(rng, 1)[0])
         ready = ex.clock() + int(think * SECOND)

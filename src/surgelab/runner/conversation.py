@@ -32,9 +32,12 @@ def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user
     )
 
 
-async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, user: int = -1) -> None:
-    """Run request ``index`` and, if its class has sessions, the turns that follow it."""
-    sampler = plan.sampler
+async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, user: int = -1, sampler=None) -> None:
+    """Run request ``index`` and, if its class has sessions, the turns that follow it.
+
+    ``sampler`` replaces the phase's mix for a user who keeps one profile.
+    """
+    sampler = sampler or plan.sampler
     first = sampler.spec(index)
     conversation = sampler.conversation(index)
     if conversation is None:

@@ -27,7 +27,7 @@ from surgelab.units import parse_duration
 from surgelab.workload.distributions import Distribution
 
 __all__ = [
-    "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Slo", "Tier",
+    "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output",
 ]  # fmt: skip
 
@@ -141,6 +141,20 @@ class Session(_Model):
     think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
 
 
+class Dataset(_Model):
+    """Prompts (and output lengths, where recorded) taken from a dataset or trace file."""
+
+    path: str = Field(description="JSONL of prompts, ShareGPT JSON, or any format of docs/traces.md; relative to the scenario file.")
+    format: Literal["auto", "azure", "burstgpt", "mooncake", "lengths", "jsonl", "sharegpt", "csv"] = "auto"
+    columns: dict[str, str] = Field(default_factory=dict, description="Column mapping for custom files.")
+    order: Literal["random", "sequential"] = Field("random", description="Draw rows at random (seeded) or in file order, cycling.")
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        return scenario_path(value, info, "dataset")
+
+
 class RequestClass(_Model):
     """One kind of request in the mix: its lengths, sampling and tier."""
 
@@ -157,6 +171,12 @@ class RequestClass(_Model):
     sampling: dict[str, Any] = Field(default_factory=dict, description="Extra body fields for this class, e.g. {temperature: 0.7}.")
     tier: str = Field("default", description="Tier whose SLOs apply (see tiers).")
     session: Session | None = Field(None, description="Make each request the first turn of a conversation.")
+    dataset: Dataset | None = Field(
+        None, description="Prompts from a dataset: its texts (or its lengths, synthesised); its output lengths where it has them."
+    )
+    think_time: Distribution | None = Field(
+        None, description="With workload.assign: user, this profile's think time (instead of load.think_time)."
+    )
 
 
 _CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
@@ -170,6 +190,10 @@ class Workload(RequestClass):
     """
 
     mix: list[RequestClass] | None = Field(None, min_length=1, description="Weighted request classes.")
+    assign: Literal["request", "user"] = Field(
+        "request",
+        description="request: every request draws its class; user: every closed-loop user draws one class (its profile) and keeps it.",
+    )
 
     @model_validator(mode="before")
     @classmethod

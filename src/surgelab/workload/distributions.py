@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from surgelab.files import scenario_path
 from surgelab.units import parse_duration
 
-__all__ = ["Distribution", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "as_distribution"]
+__all__ = ["Distribution", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "Empirical", "as_distribution"]
 
 
 def _number(value: Any) -> Any:
@@ -116,6 +117,42 @@ class Exponential(_Dist):
         return self.mean_
 
 
+class Empirical(_Dist):
+    """Values drawn uniformly from a list, or from a column of a trace or dataset file."""
+
+    dist: Literal["empirical"]
+    values: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(None, min_length=1)
+    file: str | None = Field(None, description="A trace or dataset (docs/traces.md); relative to the scenario file.")
+    column: Literal["prompt_tokens", "output_tokens"] = "prompt_tokens"
+    format: str = "auto"
+
+    @field_validator("file")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else scenario_path(value, info, "distribution file")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Empirical:
+        if (self.values is None) == (self.file is None):
+            raise ValueError("give exactly one of values or file")
+        return self
+
+    def _data(self) -> np.ndarray:
+        if self.values is not None:
+            return np.asarray(self.values, dtype=float)
+        from surgelab.workload.traces import read_trace_cached
+
+        data = np.asarray(getattr(read_trace_cached(self.file, self.format), self.column), dtype=float)
+        return data[data >= 1]  # -1 marks rows without that length
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.choice(self._data(), size=size)
+
+    @property
+    def mean(self) -> float:
+        return float(self._data().mean())
+
+
 def as_distribution(value: Any) -> Any:
     """A bare number (or duration string) is shorthand for a fixed distribution."""
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
@@ -124,7 +161,7 @@ def as_distribution(value: Any) -> Any:
 
 
 Distribution = Annotated[
-    Fixed | Uniform | Normal | LogNormal | Exponential,
+    Fixed | Uniform | Normal | LogNormal | Exponential | Empirical,
     Field(discriminator="dist"),
     BeforeValidator(as_distribution),
 ]

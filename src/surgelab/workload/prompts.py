@@ -77,18 +77,29 @@ class PromptFactory:
             self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
         )
 
+        self.dataset = None
+        if c.dataset is not None:
+            from surgelab.workload.traces import read_trace_cached
+
+            d = c.dataset
+            self.dataset = read_trace_cached(d.path, d.format, tuple(sorted(d.columns.items())))
+        rows = len(self.dataset) if self.dataset is not None else 1
+
         def draw(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
             prompt = np.maximum(np.rint(c.prompt_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
             output = np.maximum(np.rint(c.output_tokens.sample(rng, _BLOCK)), 1).astype(np.int64)
             with_prefix = rng.random(_BLOCK) < (shared.fraction if shared else 0.0)
-            return prompt, output, with_prefix
+            return prompt, output, with_prefix, rng.integers(0, rows, size=_BLOCK)
 
         self._draws = _Blocks([*key, 1], draw)
 
     def spec(self, index: int) -> RequestSpec:
-        n, max_tokens, with_prefix = self._draws[index]
+        n, max_tokens, with_prefix, row = self._draws[index]
         n, max_tokens = int(n), int(max_tokens)
-        text = self.text(index, n)
+        if self.dataset is None:
+            text = self.text(index, n)
+        else:
+            text, n, max_tokens = self._from_dataset(index, int(row), n, max_tokens)
         tokens = n + self._system_tokens
         if with_prefix:
             text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
@@ -105,6 +116,23 @@ class PromptFactory:
             extra=c.sampling,
             keep_text=c.session is not None,
         )
+
+    def _from_dataset(self, index: int, row: int, n: int, max_tokens: int) -> tuple[str, int, int]:
+        """A dataset row's prompt: its own text (behind the unique prefix), or text of its recorded length."""
+        data = self.dataset
+        assert data is not None and self.cls.dataset is not None
+        if self.cls.dataset.order == "sequential":
+            row = index % len(data)
+        recorded = int(data.output_tokens[row])
+        max_tokens = recorded if recorded >= 1 else max_tokens
+        if data.texts is None:
+            n = int(data.prompt_tokens[row])
+            return self.text(index, n), n, max_tokens
+        text = data.texts[row]
+        if self.cls.unique_prefix:
+            head = self.text(index, _PREFIX_WIDTH)
+            text = head + ("" if text[:1].isspace() else " ") + text
+        return text, self.tokenizer.count(text), max_tokens
 
     def conversation(self, index: int) -> Conversation | None:
         """How the session started by request ``index`` goes on (None for a single request)."""
@@ -170,7 +198,7 @@ class WorkloadSampler:
         self.classes = workload.classes
         self.factories = [PromptFactory(c, [seed, stream, k], tokenizer) for k, c in enumerate(self.classes)]
         weights = np.array([c.weight for c in self.classes], dtype=float)
-        cumulative = np.cumsum(weights / weights.sum())
+        cumulative = self._cumulative = np.cumsum(weights / weights.sum())
         n = len(self.classes)
         self._choice = _Blocks(
             [seed, stream, 99],
@@ -184,6 +212,12 @@ class WorkloadSampler:
 
     def spec(self, index: int) -> RequestSpec:
         return self.factory(index).spec(index)
+
+    def profile(self, user_key: Sequence[int]) -> PromptFactory:
+        """The class a closed-loop user keeps for the whole run (``workload.assign: user``)."""
+        draw = np.random.default_rng(list(user_key)).random()
+        k = min(int(np.searchsorted(self._cumulative, draw, side="right")), len(self.factories) - 1)
+        return self.factories[k]
 
     def conversation(self, index: int) -> Conversation | None:
         return self.factory(index).conversation(index)
