@@ -6,6 +6,7 @@ summarises a live run, a crashed run's leftovers and (later) a simulated run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +39,7 @@ class RunInfo:
     wall_s: float | None = None
     planned_duration_s: float | None = None
     window_start_s: float | None = None  # the earliest end of a phase's warm-up
+    phase_windows: dict[str, tuple[float, float]] | None = None  # per phase: (warm-up end, planned end)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
@@ -48,6 +50,7 @@ class RunInfo:
             wall_s=data.get("wall_s"),
             planned_duration_s=data.get("planned_duration_s"),
             window_start_s=data.get("window_start_s"),
+            phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -55,7 +58,10 @@ class RunInfo:
         start = self.window_start_s
         if start is None:
             start = min(p.start + p.load.warmup for p in scenario.phase_list)
-        return replace(self, planned_duration_s=planned, window_start_s=start)
+        phases = self.phase_windows
+        if phases is None:
+            phases = {p.name: (p.start + p.load.warmup, p.start + p.load.planned_duration) for p in scenario.phase_list}
+        return replace(self, planned_duration_s=planned, window_start_s=start, phase_windows=phases)
 
 
 def _seconds(table: pa.Table, column: str) -> np.ndarray:
@@ -151,7 +157,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
             "output_total": overall["tokens"]["output_total"],
             "usage_source": overall["tokens"]["usage_source"],
         },
-        "by_phase": _breakdown(c, c.phase, window, scenario),
+        "by_phase": _breakdown(c, c.phase, lambda name: _phase_window(info, name, window), scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
     }
@@ -227,13 +233,22 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
     }
 
 
+def _phase_window(info: RunInfo, name: str, run: Window) -> Window:
+    """A phase's own measurement window, cut where the run stopped."""
+    start, end = (info.phase_windows or {}).get(name, (run.start, run.end))
+    return Window(start, max(min(end, run.end), start))
+
+
 def _breakdown(
-    c: _Columns, labels: np.ndarray, window: Window, scenario: Scenario, tiers: bool = False
+    c: _Columns, labels: np.ndarray, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
 ) -> dict[str, Any]:
-    """The same block for every distinct label (phase, class or tier); a tier shows the SLO it was judged by."""
+    """The same block for every distinct label (phase, class or tier); a tier shows the SLO it was judged by.
+
+    ``window`` may depend on the label: a phase's rates are over its own window.
+    """
     result = {}
     for label in sorted(set(labels.tolist())):
-        block = _block(c, labels == label, window, scenario)
+        block = _block(c, labels == label, window(str(label)) if callable(window) else window, scenario)
         del block["tokens"]["usage_source"]
         if tiers:
             block["goodput"]["slo_ms"] = _slo_ms(scenario.slo_of(str(label)))

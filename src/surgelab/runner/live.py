@@ -2,8 +2,8 @@
 
 Cheap on the hot path: integer counters, per-second completion buckets and flat C arrays of
 latencies; percentiles are computed only when somebody looks. Two accumulators run side by
-side: one for the whole run and one for the current window (a breakpoint step), which the
-caller restarts.
+side: one for the whole run and one per phase for its current window (a breakpoint step),
+which the caller restarts.
 """
 
 from __future__ import annotations
@@ -121,10 +121,14 @@ class LiveStats:
         self._sends: Counter[int] = Counter()
         self._ends: Counter[int] = Counter()
         self.total = _Accumulator()
-        self.window = _Accumulator()
+        self.windows: dict[str, _Accumulator] = {}
 
-    def restart_window(self) -> None:
-        self.window = _Accumulator()
+    def window(self, phase: str) -> _Accumulator:
+        """What the phase's requests did since its window last restarted."""
+        return self.windows.setdefault(phase, _Accumulator())
+
+    def restart_window(self, phase: str) -> None:
+        self.windows[phase] = _Accumulator()
 
     def on_send(self, now_ns: int) -> None:
         self.in_flight += 1
@@ -137,7 +141,7 @@ class LiveStats:
         self._ends[now_ns // 1_000_000_000] += 1
         if not meta.warmup:
             self.total.add(meta, out)
-        self.window.add(meta, out)
+        self.window(meta.phase).add(meta, out)
 
     def _rate(self, buckets: Counter[int], now_s: float) -> float:
         current = int(now_s)

@@ -42,11 +42,11 @@ async def watch_breakpoint(ex: Execution, plan: PhasePlan) -> None:
         if boundary > plan.end_ns or not await ex.sleep_until(boundary):
             return
         level = shape.start + shape.step * step
-        window = ex.live.window
+        window = ex.live.window(plan.phase.name)
         for condition in shape.stop_when:
             value = window.value(condition)
             if value is not None and condition.passes(value):
                 ex.request_stop(f"breakpoint: {condition.expr!r} held at {level:g} {unit} (step {step + 1})")
                 return
-        ex.live.restart_window()
+        ex.live.restart_window(plan.phase.name)
         step += 1

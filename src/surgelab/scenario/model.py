@@ -88,7 +88,9 @@ class Load(_Model):
     cv: float = Field(1.0, gt=0, allow_inf_nan=False, description="Gamma arrivals: coefficient of variation of the gaps.")
     concurrency: Shape | None = Field(None, description="Closed loop: number of virtual users, a number or a shape.")
     think_time: Distribution = Field(0.0, description="Closed loop: pause between a response and the user's next request.")
-    ramp_up: Seconds = Field(0.0, description="Closed loop: users start evenly spread over this time.")
+    ramp_up: Seconds = Field(
+        0.0, description="Closed loop with a steady level: users start evenly spread over this time (a shape sets its own)."
+    )
     duration: PositiveSeconds | None = Field(
         None, description="How long to send for; defaults to the shape's own length, or 60 s for steady and wave loads."
     )
@@ -137,7 +139,7 @@ class SharedPrefix(_Model):
 class Session(_Model):
     """Multi-turn conversations: each turn resends the whole history, so the context grows."""
 
-    turns: Distribution = Field(description="Turns per conversation (rounded, at least 1).")
+    turns: Distribution = Field(description="Turns per conversation (rounded, 1 to 255).")
     think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
 
 

@@ -23,6 +23,7 @@ __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
 _PREFIX_WIDTH = 3
+MAX_TURNS = 255  # turn ids live in 8 bits of the request id (runner/conversation.py)
 
 
 class _Blocks:
@@ -140,7 +141,7 @@ class PromptFactory:
         if session is None:
             return None
         rng = np.random.default_rng([*self._key, 5, index])
-        turns = max(int(np.rint(session.turns.sample(rng, 1)[0])), 1)
+        turns = min(max(int(np.rint(session.turns.sample(rng, 1)[0])), 1), MAX_TURNS)
         more = turns - 1
         prompts = np.maximum(np.rint(self.cls.prompt_tokens.sample(rng, more)), 1).astype(int)
         outputs = np.maximum(np.rint(self.cls.output_tokens.sample(rng, more)), 1).astype(int)
