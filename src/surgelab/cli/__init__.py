@@ -22,8 +22,11 @@ def _root() -> None:
     """Load-test AI inference services honestly and plan their capacity."""
 
 
-# Command modules register themselves on import.
-from surgelab.cli import commands_demo, commands_plan, commands_run, commands_serve  # noqa: E402,F401
+# Command modules register themselves on import; one line each.
+from surgelab.cli import commands_demo  # noqa: E402,F401,I001
+from surgelab.cli import commands_plan  # noqa: E402,F401,I001
+from surgelab.cli import commands_run  # noqa: E402,F401,I001
+from surgelab.cli import commands_serve  # noqa: E402,F401,I001
 
 
 def main() -> None:
