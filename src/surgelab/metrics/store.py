@@ -19,10 +19,13 @@ import pyarrow.parquet as pq
 
 from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
-__all__ = ["RecordMeta", "RecordBuffer", "RecordStore", "read_records"]
+__all__ = [
+    "RecordMeta", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
+    "merge_table_parts",
+]  # fmt: skip
 
 RECORDS_FILE = "records.parquet"
-PARTS_DIR = "records.parts"
+PARTS_DIR = "records.parts"  # where a run's records are while it is under way
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +104,16 @@ class RecordBuffer:
         return pa.Table.from_arrays([*arrays, itl], schema=RECORD_SCHEMA)
 
 
-class RecordStore:
-    """Writes flushed tables as part files and merges them at the end."""
+class PartStore:
+    """Writes flushed tables as part files ``<stem>.parts/part-N.parquet`` and merges them at the end.
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.parts_dir = self.run_dir / PARTS_DIR
+    ``key`` is the column that identifies a row (used to drop duplicates left by a merge that
+    was interrupted) and orders the merged file.
+    """
+
+    def __init__(self, run_dir: Path, stem: str, schema: pa.Schema, key: str) -> None:
+        self.run_dir, self.stem, self.schema, self.key = Path(run_dir), stem, schema, key
+        self.parts_dir = self.run_dir / f"{stem}.parts"
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self._next_part = 0
         self.rows_written = 0
@@ -122,50 +129,65 @@ class RecordStore:
         self.rows_written += table.num_rows
 
     def finalize(self) -> Path:
-        """Merge all parts into ``records.parquet`` (sorted by id) and remove them."""
-        return merge_parts(self.run_dir)
+        """Merge all parts into ``<stem>.parquet`` and remove them."""
+        return merge_table_parts(self.run_dir, self.stem, self.schema, self.key)
 
 
-def _part_files(run_dir: Path) -> list[Path]:
-    parts = Path(run_dir) / PARTS_DIR
+class RecordStore(PartStore):
+    """The store of ``records.parquet``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(run_dir, "records", RECORD_SCHEMA, "id")
+
+
+def _part_files(run_dir: Path, stem: str) -> list[Path]:
+    parts = Path(run_dir) / f"{stem}.parts"
     return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
 
 
-def read_records(run_dir: Path | str) -> pa.Table:
-    """All records of a run: the merged file plus any parts a crash left behind."""
+def read_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str) -> pa.Table:
+    """The merged file plus any parts a crash left behind, ordered by ``key``."""
     run_dir = Path(run_dir)
     tables = []
-    merged = run_dir / RECORDS_FILE
+    merged = run_dir / f"{stem}.parquet"
     if merged.is_file():
         tables.append(pq.read_table(merged))
-    for part in _part_files(run_dir):
+    for part in _part_files(run_dir, stem):
         try:
             part_table = pq.read_table(part)
         except (OSError, pa.ArrowInvalid):
             continue  # a part cut short by a crash holds nothing readable
         if merged.is_file():  # a merge interrupted before it removed its parts
-            seen = pc.is_in(part_table["id"], value_set=tables[0]["id"])
+            seen = pc.is_in(part_table[key], value_set=tables[0][key])
             part_table = part_table.filter(pc.invert(seen))
         tables.append(part_table)
     if not tables:
-        return RECORD_SCHEMA.empty_table()
-    table = pa.concat_tables([t.cast(RECORD_SCHEMA) for t in tables])
-    return table.sort_by("id")
+        return schema.empty_table()
+    table = pa.concat_tables([t.cast(schema) for t in tables])
+    return table.sort_by(key)
 
 
-def merge_parts(run_dir: Path | str) -> Path:
-    """Fold every readable part into ``records.parquet``; safe to call after a crash."""
+def merge_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str) -> Path:
+    """Fold every readable part into ``<stem>.parquet``; safe to call after a crash."""
     run_dir = Path(run_dir)
-    table = read_records(run_dir)
-    target = run_dir / RECORDS_FILE
+    table = read_table_parts(run_dir, stem, schema, key)
+    target = run_dir / f"{stem}.parquet"
     tmp = target.with_suffix(".tmp")
     pq.write_table(table, tmp, compression="zstd")
     tmp.replace(target)
-    for part in _part_files(run_dir):
-        part.unlink()
-    parts_dir = run_dir / PARTS_DIR
+    parts_dir = run_dir / f"{stem}.parts"
     if parts_dir.is_dir():
         for leftover in parts_dir.iterdir():
             leftover.unlink()
         parts_dir.rmdir()
     return target
+
+
+def read_records(run_dir: Path | str) -> pa.Table:
+    """All records of a run: the merged file plus any parts a crash left behind."""
+    return read_table_parts(run_dir, "records", RECORD_SCHEMA, "id")
+
+
+def merge_parts(run_dir: Path | str) -> Path:
+    """Fold every readable records part into ``records.parquet``; safe to call after a crash."""
+    return merge_table_parts(run_dir, "records", RECORD_SCHEMA, "id")
