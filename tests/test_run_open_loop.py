@@ -207,7 +207,7 @@ def _documented_fields() -> list[str]:
             continue
         parent = ""
         for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
-            name = name.removesuffix("[]").removesuffix(".*")
+            name = name.removesuffix("[]").removesuffix(".*").split(".<")[0]  # `by_phase.<name>`: keyed by data
             if "." not in name and parent:
                 name = f"{parent}.{name}"  # `requests.ok` / `failed`: a sibling
             if m := re.fullmatch(r"(.+)\.\{(.+)\}", name):
@@ -232,3 +232,7 @@ def test_summary_has_every_documented_field(steady):
             node = node[part]
     for block in ("ttft", "itl", "tpot", "e2e"):
         assert set(result.summary["latency_ms"][block]) == {"count", "mean", "min", "p50", "p90", "p95", "p99", "max"}
+    main = result.summary["by_phase"]["main"]  # one phase: the same figures as the run
+    assert main["requests"]["ok"] == result.summary["requests"]["ok"] - result.summary["requests"]["warmup"]
+    assert main["latency_ms"]["ttft"]["p50"] == result.summary["latency_ms"]["ttft"]["p50"]
+    assert main["throughput"]["requests_per_s"] == pytest.approx(result.summary["throughput"]["requests_per_s"])
