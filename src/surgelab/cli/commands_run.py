@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,11 @@ def run(
     set_: list[str] | None = typer.Option(
         None, "--set", help="Any scenario field as path=value, e.g. --set target.timeouts.total=60s (repeatable)."
     ),
+    scrape: list[str] | None = typer.Option(
+        None, help="Prometheus endpoint to scrape during the run, e.g. http://127.0.0.1:8000/metrics (repeatable)."
+    ),
+    prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
+    prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
 ) -> None:
     """Run load against a target and record every request.
@@ -117,12 +123,31 @@ def run(
     )  # fmt: skip
     if threshold:
         overrides["thresholds"] = ("--threshold", list(threshold))
+    if scrape:
+        overrides["telemetry.sources"] = ("--scrape", [{"url": url} for url in scrape])
     overrides.update(_set_overrides(set_ or []))
     scenario = load_or_exit(scenario_file, overrides)
-    raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet))
+    observers = []
+    if prometheus_port is not None:
+        observers.append(_exporter(scenario.name, prometheus_port, prometheus_host))
+    raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet, observers=observers))
 
 
-def execute(scenario: Scenario, console: Console, quiet: bool = False, run_dir: Path | None = None) -> int:
+def _exporter(name: str, port: int, host: str) -> Any:
+    from surgelab.telemetry.exporter import Exporter
+
+    exporter = Exporter(name)
+    try:
+        exporter.serve(port, host)
+    except OSError as exc:
+        raise fail(f"--prometheus-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    Console(stderr=True).print(f"surgelab metrics on http://{host}:{port}/metrics", highlight=False)
+    return exporter
+
+
+def execute(
+    scenario: Scenario, console: Console, quiet: bool = False, run_dir: Path | None = None, observers: Sequence[Any] = ()
+) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
     from surgelab.report.terminal import LiveView, print_summary
     from surgelab.runner import run_scenario
@@ -142,10 +167,14 @@ def execute(scenario: Scenario, console: Console, quiet: bool = False, run_dir: 
         if view is not None:
             with view:
                 result = run_async(
-                    run_scenario(scenario, run_dir, api_key=api_key, on_tick=view.update, handle_signals=True)
+                    run_scenario(
+                        scenario, run_dir, api_key=api_key, on_tick=view.update, handle_signals=True, observers=observers
+                    )
                 )
         else:
-            result = run_async(run_scenario(scenario, run_dir, api_key=api_key, handle_signals=True))
+            result = run_async(
+                run_scenario(scenario, run_dir, api_key=api_key, handle_signals=True, observers=observers)
+            )
     except RunDirError as exc:
         raise fail(str(exc)) from None
     if not quiet:

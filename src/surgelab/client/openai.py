@@ -9,23 +9,18 @@ raises for a failed request; the failure becomes the outcome's state. Only cance
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import orjson
 
+from surgelab._compat import timeout_at
 from surgelab.client.sse import SSEError, SSEParser
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import Tokenizer
-
-if sys.version_info >= (3, 11):
-    from asyncio import timeout_at
-else:  # pragma: no cover
-    from async_timeout import timeout_at
 
 __all__ = ["OpenAIClient"]
 

@@ -98,6 +98,8 @@ def summary_table(summary: dict[str, Any]) -> Group:
     validity = summary["validity"]
     verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
     parts.append(Text.from_markup(f"schedule lag p50 {_num(lag['p50'])} ms · p99 {_num(lag['p99'])} ms — {verdict}"))
+    for hint in summary.get("diagnosis", []):
+        parts.append(Text(f"hint: {hint}", style="yellow"))
     for t in summary["thresholds"]:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         parts.append(Text.from_markup(f"{mark}  {t['expr']}  (observed {_observed(t)})"))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
@@ -22,10 +22,18 @@ from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import load_tokenizer
 
-__all__ = ["Execution", "SECOND", "MAX_NAP_S"]
+__all__ = ["Execution", "Observer", "SECOND", "MAX_NAP_S"]
 
 SECOND = 1_000_000_000
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
+
+
+class Observer(Protocol):
+    """Sees every recorded request and every live snapshot (exporters, dashboards)."""
+
+    def observe(self, meta: RecordMeta, out: Outcome) -> None: ...
+
+    def update(self, snapshot: LiveSnapshot) -> None: ...
 
 
 @dataclass
@@ -45,6 +53,7 @@ class Execution:
         live: LiveStats,
         on_tick: Callable[[LiveSnapshot], None] | None = None,
         pool_size: int = 0,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.scenario = scenario
         self.tokenizer = load_tokenizer(scenario.tokenizer)
@@ -52,6 +61,7 @@ class Execution:
         self.store = RecordStore(run_dir)
         self.live = live
         self.on_tick = on_tick
+        self.observers = tuple(observers)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
         self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=pool_size)
@@ -88,6 +98,8 @@ class Execution:
     def record(self, meta: RecordMeta, out: Outcome) -> None:
         self.buffer.add(meta, out)
         self.live.on_done(meta, out, self.clock())
+        for observer in self.observers:
+            observer.observe(meta, out)
 
     def drop(self, meta: RecordMeta, why: str) -> None:
         self.live.scheduled += 1
@@ -135,5 +147,10 @@ class Execution:
         self.store.write(self.buffer.take())
 
     def tick(self) -> None:
+        if self.on_tick is None and not self.observers:
+            return
+        snapshot = self.live.snapshot(self.clock())
         if self.on_tick is not None:
-            self.on_tick(self.live.snapshot(self.clock()))
+            self.on_tick(snapshot)
+        for observer in self.observers:
+            observer.update(snapshot)

@@ -10,7 +10,7 @@ import asyncio
 import math
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,15 +19,19 @@ from typing import Any
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
-from surgelab.metrics.store import read_records
+from surgelab.metrics.store import PartStore, read_records, read_table_parts
 from surgelab.runner.closed_loop import run_closed_loop
-from surgelab.runner.execution import SECOND, Execution
+from surgelab.runner.execution import SECOND, Execution, Observer
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.scenario.model import Scenario
+from surgelab.telemetry.derive import summarize_telemetry
+from surgelab.telemetry.diagnose import attach_telemetry
+from surgelab.telemetry.samples import TELEMETRY_SCHEMA
+from surgelab.telemetry.scrape import Scraper, ScrapeSource
 
 __all__ = ["RunResult", "run_scenario", "open_loop_offsets"]
 
@@ -68,7 +72,9 @@ async def _run_phase(ex: Execution, plan: PhasePlan) -> None:
         await run_closed_loop(ex, plan)
 
 
-async def _execute(ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None) -> None:
+async def _execute(
+    ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None, scraper: Scraper | None
+) -> None:
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
@@ -80,6 +86,7 @@ async def _execute(ex: Execution, plans: list[PhasePlan], handle_signals: bool, 
         ex.request_stop("stopped")
 
     helpers = [
+        *([asyncio.create_task(scraper.run())] if scraper is not None else []),
         asyncio.create_task(ex.flush_loop()),
         asyncio.create_task(watch_thresholds(ex, min(p.warmup_end_ns for p in plans))),
         *(asyncio.create_task(watch_breakpoint(ex, p)) for p in plans if isinstance(p.phase.load.shape, Breakpoint)),
@@ -101,6 +108,15 @@ async def _execute(ex: Execution, plans: list[PhasePlan], handle_signals: bool, 
         ex.tick()
 
 
+def _scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scraper | None:
+    config = scenario.telemetry
+    if not config.sources:
+        return None
+    sources = [ScrapeSource(s.label, str(s.url), s.preset, tuple(s.series), s.timeout) for s in config.sources]
+    store = PartStore(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
+    return Scraper(sources, config.interval, clock, store)
+
+
 async def run_scenario(
     scenario: Scenario,
     run_dir: Path,
@@ -109,6 +125,7 @@ async def run_scenario(
     on_tick: Callable[[LiveSnapshot], None] | None = None,
     stop_event: asyncio.Event | None = None,
     handle_signals: bool = False,
+    observers: Sequence[Observer] = (),
 ) -> RunResult:
     """Run ``scenario`` and leave records, summary and resolved scenario in ``run_dir``."""
     run_dir = prepare_run_dir(run_dir, scenario)
@@ -129,13 +146,20 @@ async def run_scenario(
         p.phase.load.max_in_flight if p.phase.load.mode == "open" else math.ceil(p.phase.load.shape.peak) for p in plans
     )
     live = LiveStats(info["planned_duration_s"], _target_text(plans))
-    ex = Execution(scenario, run_dir, api_key, live, on_tick, pool_size=pool)
-    await _execute(ex, plans, handle_signals, stop_event)
+    ex = Execution(scenario, run_dir, api_key, live, on_tick, pool_size=pool, observers=observers)
+    scraper = _scraper(scenario, run_dir, ex.clock)
+    await _execute(ex, plans, handle_signals, stop_event, scraper)
     run_end_ns = max(p.end_ns for p in plans)
     stopped_at = min(ex.stop.at_ns, run_end_ns) if ex.stop.at_ns is not None else run_end_ns
     info.update(stop_reason=ex.stop.reason, stopped_at_s=stopped_at / SECOND, wall_s=ex.clock() / SECOND)
     ex.store.finalize()
     write_json(run_dir / "run.json", info)
     summary = summarize(read_records(run_dir), scenario, RunInfo.from_dict(info))
+    telemetry = {}
+    if scraper is not None:
+        scraper.store.finalize()
+        table = read_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
+        telemetry = summarize_telemetry(table, info["window_start_s"], info["stopped_at_s"])
+    attach_telemetry(summary, telemetry)
     write_json(run_dir / "summary.json", summary)
     return RunResult(run_dir=run_dir, summary=summary, stop_reason=ex.stop.reason)

@@ -28,7 +28,7 @@ from surgelab.workload.distributions import Distribution
 
 __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
-    "Phase", "Validity", "Output",
+    "Phase", "Validity", "Output", "Telemetry", "TelemetrySource",
 ]  # fmt: skip
 
 DEFAULT_DURATION_S = 60.0
@@ -242,6 +242,29 @@ class Output(_Model):
     flush_interval: PositiveSeconds = Field(1.0, description="How often records are written to disk.")
 
 
+class TelemetrySource(_Model):
+    """A Prometheus endpoint to scrape during the run: the target's /metrics, a DCGM or node exporter."""
+
+    url: AnyHttpUrl = Field(description="e.g. http://127.0.0.1:8000/metrics")
+    name: str | None = Field(None, description="Label in telemetry.parquet and the summary (default: host:port).")
+    preset: Literal["auto", "all", "vllm", "sglang", "tgi", "triton", "llamacpp", "dcgm", "node"] = Field(
+        "auto", description="Which series to keep: a server's useful ones (auto detects), or all."
+    )
+    series: list[str] = Field(default_factory=list, description="More metric families to keep (* wildcards).")
+    timeout: PositiveSeconds = Field(2.0, description="A slower answer is a failed scrape, never a slower run.")
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.url.host}:{self.url.port}"
+
+
+class Telemetry(_Model):
+    """Server and GPU metrics scraped while the run goes on (docs/telemetry.md)."""
+
+    sources: list[TelemetrySource] = Field(default_factory=list)
+    interval: PositiveSeconds = Field(1.0, description="Time between scrapes.")
+
+
 class Tier(_Model):
     """A customer tier with its own objectives (e.g. paid and free)."""
 
@@ -274,6 +297,7 @@ class Scenario(_Model):
         "a relative path is relative to the scenario file.",
     )
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
+    telemetry: Telemetry = Field(Telemetry(), description="Prometheus endpoints to scrape during the run.")
     tiers: dict[str, Tier] = Field(default_factory=dict, description="Named tiers with their own SLOs, referred to by request classes.")
     thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")

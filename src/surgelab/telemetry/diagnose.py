@@ -1,0 +1,78 @@
+"""Bottleneck hints: a short reading of the client's and the server's signals together.
+
+Each rule states what it saw, in numbers, and what usually explains it. The hints are
+heuristics for where to look first, not verdicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["diagnose", "attach_telemetry"]
+
+
+def _role(summary: dict[str, Any], role: str) -> dict[str, Any] | None:
+    return (summary.get("telemetry") or {}).get("roles", {}).get(role)
+
+
+def diagnose(summary: dict[str, Any]) -> list[str]:
+    hints: list[str] = []
+    lag = summary["schedule_lag_ms"]
+    if not summary["validity"]["valid"] and lag.get("p99") is not None and lag["p99"] > summary["validity"]["max_lag_p99_ms"]:
+        hints.append(
+            f"client schedule lag P99 {lag['p99']:.0f} ms: the load generator is the bottleneck, not the server "
+            "— add workers or lower the rate"
+        )
+    states = summary["requests"]["by_state"]
+    failed = summary["requests"]["failed"]
+    if failed:
+        worst = max(("http_error", "timeout", "connection_error", "protocol_error"), key=lambda s: states[s])
+        hints.append(f"{failed} failed requests, mostly {worst} ({states[worst]}): look at the records' error column")
+    kv, waiting, running = _role(summary, "kv_usage"), _role(summary, "waiting"), _role(summary, "running")
+    if kv and waiting and kv["max"] >= 0.95 and waiting["mean"] > 0.5:
+        hints.append(
+            f"KV cache at {kv['max']:.0%} and {waiting['mean']:.1f} requests waiting on average: memory-bound "
+            "admission, not compute — shorter contexts, more KV memory (or replicas), or prefix caching"
+        )
+    elif running and waiting and running["max"] > 0 and waiting["mean"] > 0.5 and (kv is None or kv["max"] < 0.9):
+        hints.append(
+            f"{waiting['mean']:.1f} requests waiting while {running['max']:.0f} run at most and the KV cache has room: "
+            "the running batch is capped (max_num_seqs or slots) — raise it or add replicas"
+        )
+    gpu = _role(summary, "gpu_util")
+    if gpu and gpu["mean"] >= 90:
+        hints.append(f"GPU utilisation {gpu['mean']:.0f}% on average: compute-bound; more GPUs or a smaller model")
+    ttft = summary["latency_ms"]["ttft"]
+    if ttft.get("p50") and ttft.get("p99") and ttft["p99"] > 5 * ttft["p50"] and not hints:
+        hints.append(
+            f"TTFT P99 is {ttft['p99'] / ttft['p50']:.1f}× its P50: requests queue at times — bursts or a batch "
+            "that is full at the peaks"
+        )
+    conc = summary["concurrency"]
+    if conc.get("mean_in_flight") and conc.get("littles_law_estimate"):
+        ratio = conc["mean_in_flight"] / conc["littles_law_estimate"]
+        if not 0.8 <= ratio <= 1.25:
+            hints.append(
+                f"mean in flight {conc['mean_in_flight']:.1f} vs Little's Law {conc['littles_law_estimate']:.1f}: "
+                "the run never reached a steady state (a queue still growing, or a run too short for its latencies)"
+            )
+    return hints
+
+
+def attach_telemetry(summary: dict[str, Any], block: dict[str, Any]) -> None:
+    """Add the telemetry block, the utilisation it allows, and the diagnosis to a summary."""
+    if block:
+        summary["telemetry"] = block
+        running = block.get("roles", {}).get("running")
+        conc = summary["concurrency"]
+        if running and running["max"] > 0 and conc.get("mean_in_flight") is not None:
+            slots = running["max"]
+            latency = conc.get("mean_latency_s")
+            summary["utilization"] = {
+                "slots": slots,  # the most requests the server ran at once: its parallel capacity as observed
+                "offered": conc["mean_in_flight"] / slots,  # λ/μ with μ = slots ÷ mean service time (L = λW)
+                "busy_fraction": running["mean"] / slots,
+                "arrival_rate": conc.get("arrival_rate"),
+                "service_rate": slots / latency if latency else None,
+            }
+    summary["diagnosis"] = diagnose(summary)

@@ -1,0 +1,109 @@
+"""Poll Prometheus endpoints during a run without ever disturbing the load.
+
+Each source is fetched on its own session with a short timeout, parsed off the event loop,
+and filtered to its preset's series (or the ones named). A source that is down, slow or
+answers garbage costs a failed scrape, recorded as ``up = 0`` with the reason; the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from surgelab._compat import timeout
+from surgelab.metrics.store import PartStore
+from surgelab.telemetry.presets import PRESETS, detect_preset
+from surgelab.telemetry.samples import Family, SampleBuffer, label_text, parse_exposition
+
+__all__ = ["ScrapeSource", "Scraper"]
+
+_MAX_BODY = 16 * 1024 * 1024
+_FLUSH_EVERY = 5  # scrapes between writes to disk
+
+
+@dataclass(frozen=True)
+class ScrapeSource:
+    name: str
+    url: str
+    preset: str = "auto"  # a preset name, "auto" (detect from the metric names) or "all"
+    series: tuple[str, ...] = ()  # extra families to keep; "*" keeps everything
+    timeout: float = 2.0
+
+
+class _Filter:
+    """Which families of a source are kept: its preset's, plus any named."""
+
+    def __init__(self, source: ScrapeSource) -> None:
+        self.source = source
+        self.keep_all = source.preset == "all" or "*" in source.series
+        self.names: set[str] | None = None
+        self.patterns = [re.compile(s.replace("*", ".*") + "$") for s in source.series if "*" in s and s != "*"]
+        if source.preset not in ("auto", "all"):
+            self.names = set(PRESETS[source.preset].series) | set(source.series)
+
+    def keeps(self, families: list[Family]) -> list[Family]:
+        if self.keep_all:
+            return families
+        if self.names is None:  # first successful scrape of an "auto" source decides
+            preset = detect_preset({f.name for f in families})
+            self.names = set(preset.series if preset else ()) | set(self.source.series)
+        names = self.names
+        return [
+            f for f in families
+            if f.name in names or f"{f.name}_total" in names or any(p.match(f.name) for p in self.patterns)
+        ]  # fmt: skip
+
+
+class Scraper:
+    def __init__(self, sources: list[ScrapeSource], interval: float, clock: Callable[[], int], store: PartStore) -> None:
+        self.sources = sources
+        self.interval = interval
+        self.clock = clock
+        self.store = store
+        self.buffer = SampleBuffer()
+        self._filters = {s.name: _Filter(s) for s in sources}
+
+    async def run(self) -> None:
+        """Scrape every ``interval`` until cancelled; writes whatever it has when it stops."""
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            scrapes = 0
+            next_at = self.clock()
+            try:
+                while True:
+                    await asyncio.gather(*(self._scrape(session, s) for s in self.sources))
+                    scrapes += 1
+                    if scrapes % _FLUSH_EVERY == 0:
+                        await asyncio.to_thread(self.store.write, self.buffer.take())
+                    next_at += int(self.interval * 1e9)
+                    await asyncio.sleep(max(next_at - self.clock(), 0) / 1e9)
+            finally:
+                self.store.write(self.buffer.take())
+
+    async def _scrape(self, session: aiohttp.ClientSession, source: ScrapeSource) -> None:
+        started = self.clock()
+        add = self.buffer.add
+        error = None
+        try:
+            async with timeout(source.timeout), session.get(source.url) as response:
+                body = await response.content.read(_MAX_BODY)
+                if response.status != 200:
+                    error = f"HTTP {response.status}"
+            if error is None:
+                families = await asyncio.to_thread(parse_exposition, body.decode("utf-8", "replace"))
+                for family in self._filters[source.name].keeps(families):
+                    for name, labels, value in family.samples:
+                        add(started, source.name, name, label_text(labels), value, family.kind)
+        except (TimeoutError, asyncio.TimeoutError):
+            error = f"timeout after {source.timeout:g}s"
+        except (aiohttp.ClientError, OSError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:200]
+        except ValueError as exc:
+            error = str(exc)[:200]
+        duration = (self.clock() - started) / 1e9
+        add(started, source.name, "up", label_text({"error": error}) if error else "", 0.0 if error else 1.0, "gauge")
+        add(started, source.name, "scrape_duration_seconds", "", duration, "gauge")
