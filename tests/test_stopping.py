@@ -15,9 +15,12 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, read_records
+from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, merge_parts, read_records
 from surgelab.runner.rundir import read_json
+from surgelab.scenario.loader import build_scenario
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -121,6 +124,13 @@ def test_kill_9_keeps_every_flushed_part(timed_server, tmp_path):
     assert ended_early <= ids
     assert set(table["state"].to_pylist()) == {"ok"}
     assert len(ids) == table.num_rows
+    # what a crash left can still be merged and summarised from the run directory alone
+    scenario = build_scenario(yaml.safe_load((run.out / "scenario.yaml").read_text()))
+    merge_parts(run.out)
+    summary = summarize(read_records(run.out), scenario, RunInfo.from_dict(read_json(run.out / "run.json")))
+    assert summary["requests"]["scheduled"] == summary["requests"]["ok"] == table.num_rows
+    assert summary["stop_reason"].startswith("unknown")
+    assert summary["latency_ms"]["ttft"]["p50"] == pytest.approx(200, abs=5)
 
 
 def test_stop_event_stops_an_in_process_run(zero_server, scenario_for, reconciled, tmp_path):
