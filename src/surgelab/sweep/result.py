@@ -1,0 +1,162 @@
+"""The sweep's result model: one row per level, the knee, the SLA capacity, the stop reason.
+
+``sweep.json`` is the versioned contract that ``surgelab plan`` reads; ``sweep.parquet``
+holds the same rows flattened (``ttft_p99_ms`` …) for dataframes. Each row points at its
+level's run directory, where ``summary.json`` and ``records.parquet`` hold everything else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["LevelRow", "SweepResult", "SweepFileError", "row_from_summary", "completion_rate", "read_sweep", "write_sweep", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+LATENCIES = ("ttft", "itl", "tpot", "e2e")
+PERCENTILES = ("mean", "p50", "p90", "p95", "p99")
+
+
+class SweepFileError(ValueError):
+    """A sweep.json that cannot be read; the message is one line for the CLI."""
+
+
+@dataclass
+class LevelRow:
+    """One held level, measured over its window (settle excluded)."""
+
+    index: int  # run order, 0-based; the run directory is level-NN
+    offered: float  # the level: users (closed loop) or requests/s (open loop)
+    run_dir: str  # relative to the sweep directory
+    stage: str  # "climb", "refine"
+    achieved_load: float | None  # open: arrival rate sent; closed: mean requests in flight
+    requests_per_s: float
+    output_tokens_per_s: float
+    goodput_per_s: float | None
+    error_rate: float
+    mean_in_flight: float | None
+    measured: int
+    valid: bool
+    validity_reasons: list[str]
+    latency_ms: dict[str, dict[str, float | None]]  # ttft/itl/tpot/e2e → mean/p50/p90/p95/p99
+
+    def latency(self, metric: str, stat: str) -> float | None:
+        return self.latency_ms.get(metric, {}).get(stat)
+
+    def flat(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k not in ("latency_ms", "validity_reasons")}
+        out["validity_reasons"] = "; ".join(self.validity_reasons)
+        for metric in LATENCIES:
+            for stat in PERCENTILES:
+                out[f"{metric}_{stat}_ms"] = self.latency(metric, stat)
+        return out
+
+
+def completion_rate(records: pa.Table, start_s: float, end_s: float) -> tuple[float, float]:
+    """Successes (and their output tokens) per second that *ended* in ``[start_s, end_s]``.
+
+    Unlike ``summary.json``'s throughput this also counts requests sent during the settle
+    period: a level's steady-state completion rate, not biased low when latency is a large
+    part of a short hold.
+    """
+    if end_s <= start_s or records.num_rows == 0:
+        return 0.0, 0.0
+    end = records.column("end_ns").to_numpy(zero_copy_only=False)
+    end = np.where(end == None, np.nan, end).astype(float) / 1e9  # noqa: E711
+    ok = records.column("state").to_numpy(zero_copy_only=False).astype(str) == "ok"
+    tokens = records.column("output_tokens").to_numpy(zero_copy_only=False)
+    tokens = np.where(tokens == None, 0, tokens).astype(float)  # noqa: E711
+    inside = ok & (end >= start_s) & (end <= end_s)
+    length = end_s - start_s
+    return float(inside.sum() / length), float(tokens[inside].sum() / length)
+
+
+def row_from_summary(
+    index: int, offered: float, run_dir: str, stage: str, summary: dict[str, Any], rates: tuple[float, float] | None = None
+) -> LevelRow:
+    """Pick the sweep's columns out of a level's ``summary.json`` (contract: docs/summary.md).
+
+    ``rates`` (requests/s, output tokens/s) replaces the summary's throughput when given
+    (see ``completion_rate``).
+    """
+    conc = summary["concurrency"]
+    rps, tps = rates if rates is not None else (summary["throughput"]["requests_per_s"], summary["throughput"]["output_tokens_per_s"])
+    achieved = conc["arrival_rate"] if summary["mode"] == "open" else conc["mean_in_flight"]
+    lat = {m: {s: summary["latency_ms"][m].get(s) for s in PERCENTILES} for m in LATENCIES}
+    return LevelRow(
+        index=index,
+        offered=offered,
+        run_dir=run_dir,
+        stage=stage,
+        achieved_load=achieved,
+        requests_per_s=rps,
+        output_tokens_per_s=tps,
+        goodput_per_s=summary["goodput"]["requests_per_s"],
+        error_rate=summary["requests"]["error_rate"] or 0.0,
+        mean_in_flight=conc["mean_in_flight"],
+        measured=summary["requests"]["measured"],
+        valid=bool(summary["validity"]["valid"]),
+        validity_reasons=list(summary["validity"]["reasons"]),
+        latency_ms=lat,
+    )
+
+
+@dataclass
+class SweepResult:
+    """Everything ``sweep.json`` holds."""
+
+    name: str
+    mode: str  # concurrency | rate
+    unit: str
+    target: dict[str, Any]
+    config: dict[str, Any]
+    slo: list[str]  # SLA expressions used for the capacity, e.g. "p99(ttft) <= 0.5"
+    levels: list[LevelRow]
+    stop_reason: str
+    knee: dict[str, Any] = field(default_factory=dict)
+    sla_capacity: dict[str, Any] | None = None
+    breaking: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def sorted_levels(self) -> list[LevelRow]:
+        return sorted(self.levels, key=lambda r: r.offered)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def write_sweep(result: SweepResult, sweep_dir: Path) -> Path:
+    """Write ``sweep.json`` and ``sweep.parquet``; return the JSON path."""
+    path = sweep_dir / "sweep.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    if result.levels:
+        pq.write_table(pa.Table.from_pylist([r.flat() for r in result.sorted_levels()]), sweep_dir / "sweep.parquet")
+    return path
+
+
+def read_sweep(path: Path) -> SweepResult:
+    """Read ``sweep.json`` (or a sweep directory); SweepFileError with one line otherwise."""
+    if path.is_dir():
+        path = path / "sweep.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SweepFileError(f"sweep file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SweepFileError(f"cannot read sweep file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or "levels" not in data:
+        raise SweepFileError(f"{path} is not a sweep.json of schema version {SCHEMA_VERSION} (written by surgelab sweep)")
+    try:
+        levels = [LevelRow(**row) for row in data["levels"]]
+        rest = {k: v for k, v in data.items() if k != "levels"}
+        return SweepResult(levels=levels, **rest)
+    except TypeError as exc:
+        raise SweepFileError(f"{path}: unexpected content ({exc})") from None
