@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 
+import pyarrow.parquet as pq
 import yaml
 from typer.testing import CliRunner
 
@@ -80,6 +81,8 @@ def _assert_key_absent(key: str, run_dir, *outputs: str) -> None:
     needle = key.encode()
     for path in files:
         assert needle not in path.read_bytes(), path
+        if path.suffix == ".parquet":  # compressed: look at the values too
+            assert key not in repr(pq.read_table(path).to_pylist()), path
     for text in outputs:
         assert key not in text
 
@@ -133,3 +136,26 @@ def test_refuses_an_existing_run_directory(zero_server, tmp_path):
     assert result.exit_code == 2
     assert "already holds a run" in result.stderr
     assert (out / "summary.json").read_text() == "{}"
+
+
+def test_a_key_echoed_back_by_the_server_is_scrubbed_from_the_records(zero_server, cli, reconciled, tmp_path):
+    key = "sk-test-" + secrets.token_hex(16)
+    out = tmp_path / "run"
+    result = cli(*_flags(zero_server, out, "--api-key-env", "SURGELAB_TEST_KEY", "-q", model="echo-auth", duration="0.5s"),
+                 env={"SURGELAB_TEST_KEY": key})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    table = reconciled(_summary(out), out)
+    assert table["state"].to_pylist() == ["http_error"] * 5
+    assert all(e == 'HTTP 401: {"error": {"message": "invalid credential: <redacted>", "type": "scripted"}}'
+               for e in table["error"].to_pylist())  # fmt: skip
+    _assert_key_absent(key, out, result.stdout, result.stderr)
+
+
+def test_a_header_key_echoed_back_is_scrubbed_too(zero_server, scenario_for, run, reconciled, tmp_path):
+    key = "tok-" + secrets.token_hex(12)
+    scenario = scenario_for(zero_server.url, model="echo-auth", target={"headers": {"Authorization": key}},
+                            load={"rate": 10, "arrival": "constant", "duration": "0.3s"})  # fmt: skip
+    result = run(scenario, tmp_path / "run")
+    table = reconciled(result.summary, result.run_dir)
+    assert all("invalid credential: <redacted>" in e for e in table["error"].to_pylist())
+    _assert_key_absent(key, result.run_dir)

@@ -148,3 +148,11 @@ def test_cli_writes_dashboard_and_rules(cli, tmp_path) -> None:
     assert any("> 1.5" in r["expr"] for r in rules)
     bad = cli("alerts", "--error-rate", "lots")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_gpu_sampling_without_a_gpu_says_why_and_the_run_goes_on(zero_server, scenario_for, run, reconciled, tmp_path, capsys) -> None:
+    scenario = scenario_for(zero_server.url, load={"rate": 10, "duration": "1s"}, telemetry={"nvml": True})
+    result = run(scenario, tmp_path / "run")
+    reconciled(result.summary, tmp_path / "run")
+    assert "telemetry:" in capsys.readouterr().err  # "needs nvidia-ml-py" or "no NVIDIA GPU visible"
+    assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"]

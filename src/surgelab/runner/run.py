@@ -10,6 +10,7 @@ import asyncio
 import math
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,6 +31,7 @@ from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.scenario.model import Scenario
 from surgelab.telemetry.derive import summarize_telemetry
 from surgelab.telemetry.diagnose import attach_telemetry
+from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, ScrapeSource
 
@@ -110,11 +112,16 @@ async def _execute(
 
 def _scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scraper | None:
     config = scenario.telemetry
-    if not config.sources:
+    local = []
+    if config.nvml:
+        sampler, note = open_nvml()
+        print(f"telemetry: {note}", file=sys.stderr)
+        local = [sampler] if sampler is not None else []
+    if not config.sources and not local:
         return None
     sources = [ScrapeSource(s.label, str(s.url), s.preset, tuple(s.series), s.timeout) for s in config.sources]
     store = PartStore(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
-    return Scraper(sources, config.interval, clock, store)
+    return Scraper(sources, config.interval, clock, store, local)
 
 
 async def run_scenario(

@@ -263,6 +263,7 @@ class Telemetry(_Model):
 
     sources: list[TelemetrySource] = Field(default_factory=list)
     interval: PositiveSeconds = Field(1.0, description="Time between scrapes.")
+    nvml: bool = Field(False, description="Also sample this machine's NVIDIA GPUs through NVML (extra surgelab[gpu]).")
 
 
 class Tier(_Model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -59,8 +59,12 @@ class _Filter:
 
 
 class Scraper:
-    def __init__(self, sources: list[ScrapeSource], interval: float, clock: Callable[[], int], store: PartStore) -> None:
+    def __init__(
+        self, sources: list[ScrapeSource], interval: float, clock: Callable[[], int], store: PartStore,
+        local: Sequence[Callable[[int, SampleBuffer], None]] = (),
+    ) -> None:  # fmt: skip
         self.sources = sources
+        self.local = tuple(local)  # samplers of this machine (NVML), called in a thread
         self.interval = interval
         self.clock = clock
         self.store = store
@@ -75,7 +79,10 @@ class Scraper:
             next_at = self.clock()
             try:
                 while True:
-                    await asyncio.gather(*(self._scrape(session, s) for s in self.sources))
+                    await asyncio.gather(
+                        *(self._scrape(session, s) for s in self.sources),
+                        *(asyncio.to_thread(sample, self.clock(), self.buffer) for sample in self.local),
+                    )
                     scrapes += 1
                     if scrapes % _FLUSH_EVERY == 0:
                         await asyncio.to_thread(self.store.write, self.buffer.take())

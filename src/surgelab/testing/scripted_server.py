@@ -10,6 +10,7 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
     stall                accept, never send a byte       reset        cut the connection mid-stream
     garbage              send invalid JSON in the stream no-done      close the stream without [DONE]
     no-usage             stream without a usage chunk    slow-N       N seconds between tokens
+    echo-auth            HTTP 401 repeating the Authorization header back
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
 ``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
@@ -83,6 +84,9 @@ def make_app(ttft: float, itl: float) -> web.Application:
             return web.json_response(
                 {"error": {"message": f"scripted {status}", "type": "scripted"}}, status=status, headers=headers
             )
+        if model == "echo-auth":  # a careless gateway that repeats the credential it rejects
+            message = f"invalid credential: {request.headers.get('Authorization')}"
+            return web.json_response({"error": {"message": message, "type": "scripted"}}, status=401)
         if model == "stall":
             await asyncio.sleep(3600)
         words = [" " + VOCABULARY[i % len(VOCABULARY)] for i in range(n)]
