@@ -9,6 +9,7 @@ raises for a failed request; the failure becomes the outcome's state. Only cance
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from surgelab.workload.tokenizer import Tokenizer
 
 __all__ = ["OpenAIClient"]
 
+_SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
 _CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
 
 
@@ -53,6 +55,11 @@ class OpenAIClient:
         self._headers = {"Content-Type": "application/json", **target.headers}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        secrets = {api_key or ""}
+        for name, value in self._headers.items():
+            if _SECRET_HEADER.search(name):
+                secrets.update((value, value.split()[-1] if value.split() else ""))
+        self._secrets = sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True)
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
@@ -118,7 +125,7 @@ class OpenAIClient:
                     out.first_byte_ns = clock()
                     out.http_status = resp.status
                     if resp.status >= 400:
-                        text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                        text = self._scrub((await resp.content.read(2048)).decode("utf-8", "replace"))
                         out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
                         return
                     if endpoint == "embeddings":
@@ -143,6 +150,15 @@ class OpenAIClient:
             out.fail(State.PROTOCOL_ERROR, f"invalid HTTP response: {exc.message}", clock())
         except _CONNECTION_ERRORS as exc:
             out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
+        finally:
+            if out.error:
+                out.error = self._scrub(out.error)
+
+    def _scrub(self, text: str) -> str:
+        """Servers and gateways may echo the key in an error; records must never hold it."""
+        for secret in self._secrets:
+            text = text.replace(secret, "<redacted>")
+        return text
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
         clock, parser, pieces, tokens = self._clock, SSEParser(), [], out.token_ns
