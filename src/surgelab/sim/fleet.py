@@ -1,0 +1,188 @@
+"""The fleet: what serves the scenario's traffic in a simulation, as pure data.
+
+A fleet is one or more *pools* of identical replicas (an engine profile, or a plain
+service-time model for queueing checks), a router in front of them, an optional admission
+queue, a response cache, autoscaling per pool, pre-scaling, and failures. Every duration
+accepts unit strings (``30s``, ``250ms``) and is stored in seconds. Nothing here holds a
+clock, an RNG or state: the simulator builds its runtime objects from this.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from surgelab.units import parse_duration
+from surgelab.workload.distributions import Distribution
+
+__all__ = [
+    "Fleet", "Pool", "Router", "HealthCheck", "Autoscale", "ScalingRules", "ScalingPolicy", "ScaleToZero",
+    "Forecast", "ScheduledScale", "Admission", "Cache", "Failures", "Crash",
+]  # fmt: skip
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+PositiveSeconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, validate_default=True)
+
+
+class ScalingPolicy(_Model):
+    """One rate limit: at most ``value`` pods (or percent of the pods) per ``period``."""
+
+    type: Literal["Pods", "Percent"]
+    value: int = Field(gt=0)
+    period: PositiveSeconds = Field(15.0, description="periodSeconds: the window the limit holds over.")
+
+
+class ScalingRules(_Model):
+    """HPA ``behavior.scaleUp`` / ``scaleDown``: stabilisation window, rate policies, selectPolicy."""
+
+    stabilization: Seconds | None = Field(None, description="stabilizationWindowSeconds; default 0 s up, 300 s down.")
+    policies: list[ScalingPolicy] | None = Field(None, description="Default up: 100 % or 4 pods per 15 s; down: 100 % per 15 s.")
+    select: Literal["Max", "Min", "Disabled"] = Field("Max", description="selectPolicy.")
+
+
+class ScaleToZero(_Model):
+    """KEDA-style: no traffic for ``cooldown`` scales the pool to zero; a request wakes it."""
+
+    cooldown: Seconds = Field(300.0, description="KEDA cooldownPeriod: idle time before scaling to zero.")
+
+
+class Forecast(_Model):
+    """Forecast-driven pre-scaling from the scenario's planned load (a perfect forecast)."""
+
+    lead: Seconds = Field(60.0, description="Provision for the load planned this far ahead.")
+    per_replica: float = Field(gt=0, description="Requests/s one replica should carry.")
+
+
+class ScheduledScale(_Model):
+    """At ``at``, set the pool's minimum replicas (a cron job patching minReplicas)."""
+
+    at: Seconds
+    min: int = Field(ge=0)
+
+
+class Autoscale(_Model):
+    """The Kubernetes HPA algorithm on one metric, per pool."""
+
+    metric: Literal["rps", "in_flight", "queue", "busy", "p99_latency"] = Field(
+        description="rps: requests/s per replica; in_flight per replica; queue: waiting requests per replica; "
+        "busy: engine busy fraction (GPU utilisation, 0-1); p99_latency: P99 E2E seconds of the last period."
+    )
+    target: float = Field(gt=0, description="Target value of the metric (per replica for rps, in_flight, queue).")
+    min: int = Field(1, ge=0, description="minReplicas (0 needs scale_to_zero).")
+    max: int = Field(10, ge=1, description="maxReplicas.")
+    sync_period: PositiveSeconds = Field(15.0, description="--horizontal-pod-autoscaler-sync-period.")
+    tolerance: float = Field(0.1, ge=0, description="No change while |metric/target - 1| <= tolerance.")
+    scale_up: ScalingRules = ScalingRules()
+    scale_down: ScalingRules = ScalingRules()
+    scale_to_zero: ScaleToZero | None = None
+    schedule: list[ScheduledScale] = Field(default_factory=list, description="Scheduled pre-scaling.")
+    forecast: Forecast | None = Field(None, description="Forecast-driven pre-scaling.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscale:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        if self.min == 0 and self.scale_to_zero is None:
+            raise ValueError("min: 0 needs scale_to_zero (KEDA) settings")
+        return self
+
+
+class Crash(_Model):
+    at: Seconds
+    replica: int = Field(0, ge=0, description="Index of the replica in its pool.")
+
+
+class Failures(_Model):
+    """Replica crashes at given times or drawn with a mean time between failures; then recovery."""
+
+    crashes: list[Crash] = Field(default_factory=list)
+    mtbf: PositiveSeconds | None = Field(None, description="Mean time between failures of each replica (exponential).")
+    recovery: Seconds = Field(60.0, description="From a crash until the replica starts again (then its cold start).")
+
+
+class Pool(_Model):
+    """Identical replicas: an engine profile, or a service-time model (``service_time``)."""
+
+    name: str = "default"
+    replicas: int = Field(1, ge=0, description="Replicas at the start (ready at time 0).")
+    profile: str | None = Field(None, description="Engine profile: a name or a coefficients file.")
+    service_time: Distribution | None = Field(None, description="Instead of an engine: each request takes this long.")
+    concurrency: int | None = Field(
+        None, ge=1, description="Requests a replica holds at once; beyond it they wait in the fleet queue. "
+        "Service model: its parallel servers (default 1); engine: unlimited (its own waiting queue) by default.",
+    )
+    prefix_caching: bool = Field(True, description="Engine prefix cache (needs cache.prefix for the prompt hashes).")
+    coalesce: Seconds = Field(0.002, description="Deliver tokens of steps shorter than this together, as surgelab serve does.")
+    cold_start: Seconds = Field(0.0, description="Model load and warm-up of a new replica before it is ready.")
+    cost_per_hour: float = Field(0.0, ge=0, description="Price of one replica-hour.")
+    weight: float = Field(1.0, ge=0, description="Weighted routing: this pool's share.")
+    autoscale: Autoscale | None = None
+    failures: Failures = Failures()
+
+    @model_validator(mode="after")
+    def _one_model(self) -> Pool:
+        if (self.profile is None) == (self.service_time is None):
+            raise ValueError("give exactly one of profile (engine) or service_time (queueing model)")
+        if self.autoscale is not None and not self.autoscale.min <= self.replicas <= self.autoscale.max:
+            raise ValueError(f"replicas ({self.replicas}) must lie within autoscale min..max")
+        return self
+
+
+class HealthCheck(_Model):
+    """Active health checks: a replica is out after ``failures`` failed checks, back after ``recovery`` good ones."""
+
+    interval: PositiveSeconds = 15.0
+    failures: int = Field(3, ge=1, description="Consecutive failed checks that take a replica out.")
+    recovery: int = Field(1, ge=1, description="Consecutive passed checks that bring it back.")
+
+
+class Router(_Model):
+    policy: Literal["round_robin", "least_outstanding", "weighted", "failover"] = Field(
+        "least_outstanding", description="weighted: pools by weight; failover: first pool with a healthy replica."
+    )
+    health_check: HealthCheck | None = Field(None, description="Without it the router knows every crash at once.")
+
+
+class Admission(_Model):
+    """The fleet's queue in front of the replicas: bounded, with a timeout, served by tier priority."""
+
+    max_depth: int | None = Field(None, ge=0, description="Beyond this many waiting, requests are shed.")
+    timeout: PositiveSeconds | None = Field(None, description="A request waiting longer is shed.")
+    shed_status: Literal[429, 503] = Field(429, description="HTTP status of a shed request (recorded as http_error).")
+    priority: list[str] = Field(default_factory=list, description="Tiers served first, in order (e.g. [paid, free]).")
+
+
+class Cache(_Model):
+    """Response cache (exact prompt match, with a TTL) and prefix reuse in the engines."""
+
+    exact: bool = Field(False, description="Answer repeated identical requests from the cache.")
+    ttl: PositiveSeconds = Field(300.0, description="How long a cached answer stays valid.")
+    hit_latency: Seconds = Field(0.005, description="Time to answer from the cache.")
+    prefix: bool = Field(False, description="Hash prompts into KV blocks so engines reuse shared prefixes.")
+
+
+class Fleet(_Model):
+    """Everything that serves the traffic in a simulation."""
+
+    name: str = "fleet"
+    description: str = ""
+    pools: list[Pool] = Field(min_length=1)
+    router: Router = Router()
+    admission: Admission = Admission()
+    cache: Cache = Cache()
+    seed: int = Field(0, ge=0, description="Seeds service times and failure draws.")
+    timeline_interval: PositiveSeconds = Field(1.0, description="Sampling interval of fleet.parquet.")
+
+    @model_validator(mode="after")
+    def _names(self) -> Fleet:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        if self.router.policy == "weighted" and not any(p.weight > 0 for p in self.pools):
+            raise ValueError("weighted routing needs a pool with weight > 0")
+        return self

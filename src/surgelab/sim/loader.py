@@ -1,0 +1,73 @@
+"""Read a fleet file with errors that point at lines, as the scenario loader does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from surgelab.engine import EngineProfile, ProfileError, load_profile
+from surgelab.scenario.loader import ScenarioError, _describe, _field_path, _line_of
+from surgelab.sim.fleet import Fleet
+
+__all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile"]
+
+
+class FleetError(ScenarioError):
+    """A fleet that cannot be used; ``messages`` holds one ``file:line: path: problem`` per error."""
+
+
+def build_fleet(data: object, *, source: str = "<fleet>", root: yaml.Node | None = None, base_dir: Path | None = None) -> Fleet:
+    if not isinstance(data, dict):
+        raise FleetError([f"{source}:1: expected a mapping of fleet fields at the top level"])
+    try:
+        fleet = Fleet.model_validate(data)
+    except ValidationError as exc:
+        messages = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            messages.append(f"{source}:{_line_of(root, loc) or 1}: {_field_path(loc, data) or 'fleet'}: {_describe(error)}")
+        raise FleetError(messages) from None
+    problems = []
+    for index, pool in enumerate(fleet.pools):
+        if pool.profile is None:
+            continue
+        try:
+            pool_profile(pool.profile, base_dir)
+        except ProfileError as exc:
+            line = _line_of(root, ("pools", index, "profile")) or 1
+            problems.append(f"{source}:{line}: pools[{index}].profile: {exc}")
+    if problems:
+        raise FleetError(problems)
+    if base_dir is not None:  # profile files are relative to the fleet file, like scenario files
+        pools = [
+            p.model_copy(update={"profile": str(base_dir / p.profile)})
+            if p.profile and (base_dir / p.profile).is_file() else p
+            for p in fleet.pools
+        ]  # fmt: skip
+        fleet = fleet.model_copy(update={"pools": pools})
+    return fleet
+
+
+def pool_profile(spec: str, base_dir: Path | None = None) -> EngineProfile:
+    """A named profile, or a coefficients file (relative to ``base_dir`` when given)."""
+    if base_dir is not None and (base_dir / spec).is_file():
+        return load_profile(str(base_dir / spec))
+    return load_profile(spec)
+
+
+def load_fleet(path: str | Path) -> Fleet:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FleetError([f"{path}: cannot read fleet file: {getattr(exc, 'strerror', None) or exc}"]) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FleetError([f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {problem}"]) from None
+    return build_fleet(data, source=str(path), root=root, base_dir=path.parent)

@@ -1,0 +1,166 @@
+"""A replica and the two models that can serve inside it.
+
+``EngineBackend`` steps the engine model exactly as the embedded server's driver does
+(``surgelab/server/driver.py``), only in virtual time: a request is added to the engine the
+moment it arrives; an idle engine starts a step at once; ``step()`` is called at the *start*
+of a step (its batch is decided then) and its tokens are delivered at the end; steps shorter
+than ``coalesce`` are run back to back and their tokens delivered together at the end of
+the batch, as the server's coalescing does; then the next batch starts immediately.
+
+``ServiceBackend`` is a plain queueing server for validation: each request holds one of
+``concurrency`` servers for a time drawn from ``service_time`` and gets its whole answer at
+the end, in one chunk. Its response headers (``first_byte_ns``) leave when service starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from surgelab.engine import Engine, EngineProfile, EngineRequest
+from surgelab.sim.events import Call, Event, Rank
+from surgelab.sim.request import SECOND, SimRequest
+
+if TYPE_CHECKING:
+    from surgelab.sim.simulator import Simulator
+
+__all__ = ["Replica", "EngineBackend", "ServiceBackend", "STARTING", "READY", "DOWN", "DRAINING", "STOPPED"]
+
+STARTING, READY, DOWN, DRAINING, STOPPED = "starting", "ready", "down", "draining", "stopped"
+
+
+class Replica:
+    """One instance: its lifecycle state, what it holds, and the router's view of its health."""
+
+    def __init__(self, name: str, pool: object, backend: EngineBackend | ServiceBackend, limit: int | None, now: int, ready: bool) -> None:
+        self.name, self.pool, self.backend, self.limit = name, pool, backend, limit
+        self.state = READY if ready else STARTING
+        self.outstanding: dict[str, SimRequest] = {}
+        self.router_up = ready
+        self.failed_checks = self.passed_checks = 0
+        self.busy_ns = self.busy_mark = 0
+        self.dispatched = 0  # requests sent here since the autoscaler's last sync
+        self.started_ns, self.stopped_ns = now, None
+        self.crash: dict | None = None  # the failure under way, for switch-over accounting
+
+    def has_capacity(self) -> bool:
+        return self.limit is None or len(self.outstanding) < self.limit
+
+    def routable(self) -> bool:
+        """What the router may send to: up in its view, and ready with room (or dead unbeknownst)."""
+        return self.router_up and (self.state == DOWN or (self.state == READY and self.has_capacity()))
+
+    def submit(self, req: SimRequest, now: int) -> Iterable[Event]:
+        req.replica = self
+        self.dispatched += 1
+        self.outstanding[req.rid] = req
+        req.outcome.first_byte_ns = now
+        return self.backend.submit(self, req, now)
+
+    def release(self, req: SimRequest) -> None:
+        self.outstanding.pop(req.rid, None)
+        req.replica = None
+
+    def alive_ns(self, end: int) -> int:
+        return (self.stopped_ns if self.stopped_ns is not None else end) - self.started_ns
+
+
+class EngineBackend:
+    def __init__(self, profile: EngineProfile, prefix_caching: bool, coalesce_s: float) -> None:
+        self.profile, self.prefix_caching = profile, prefix_caching
+        self.coalesce = coalesce_s
+        self.engine = Engine(profile, prefix_caching=prefix_caching)
+        self.pending: Event | None = None
+
+    @property
+    def waiting(self) -> int:
+        return self.engine.num_waiting
+
+    def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
+        self.engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
+        return self._start(rep, now) if self.pending is None else ()
+
+    def abort(self, req: SimRequest) -> None:
+        self.engine.abort(req.rid)
+
+    def reset(self) -> None:
+        if self.pending is not None:
+            self.pending.cancelled = True
+            self.pending = None
+        self.engine = Engine(self.profile, prefix_caching=self.prefix_caching)
+
+    def _start(self, rep: Replica, now: int) -> Iterable[Event]:
+        engine, results, total = self.engine, [], 0.0
+        while engine.has_work:
+            result = engine.step()
+            if result.idle:
+                break
+            results.append(result)
+            total += result.duration
+            if total >= self.coalesce:
+                break
+        if not results:
+            self.pending = None
+            return ()
+        span = round(total * SECOND)
+        rep.busy_ns += span
+        self.pending = Call(now + span, Rank.STEP_END, _step_end, rep, results)
+        return (self.pending,)
+
+
+def _step_end(sim: Simulator, rep: Replica, results: list) -> Iterable[Event]:
+    now, backend, held = sim.now, rep.backend, rep.outstanding
+    backend.pending = None
+    events: list[Event] = []
+    for result in results:
+        for rid in result.emitted:
+            req = held.get(rid)
+            if req is not None and not req.token(now):
+                backend.abort(req)
+                events.extend(sim.finish(req, req.outcome.end_ns))
+        for rid in result.finished:
+            req = held.get(rid)
+            if req is not None:
+                events.extend(sim.finish(req, now))
+    events.extend(backend._start(rep, now))
+    return events
+
+
+class ServiceBackend:
+    """``servers`` parallel servers, service times drawn from a distribution in blocks."""
+
+    def __init__(self, dist, servers: int, rng: np.random.Generator) -> None:
+        self.dist, self.servers, self.rng = dist, servers, rng
+        self._draws: list[float] = []
+        self.busy: set[Event] = set()
+
+    waiting = 0
+
+    def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
+        if not self._draws:
+            self._draws = self.dist.sample(self.rng, 4096).tolist()[::-1]
+        span = round(self._draws.pop() * SECOND)
+        rep.busy_ns += span // self.servers
+        event = Call(now + span, Rank.STEP_END, _served, rep, req)
+        self.busy.add(event)
+        return (event,)
+
+    def abort(self, req: SimRequest) -> None:
+        pass
+
+    def reset(self) -> None:
+        for event in self.busy:
+            event.cancelled = True
+        self.busy.clear()
+
+
+def _served(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
+    rep.backend.busy.discard(sim.current)
+    if req.replica is not rep:
+        return ()
+    if not req.token(sim.now, 1):
+        return sim.finish(req, req.outcome.end_ns)
+    req.tokens = req.output_tokens  # one chunk holds the whole answer
+    return sim.finish(req, sim.now)

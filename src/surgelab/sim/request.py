@@ -1,0 +1,65 @@
+"""One simulated request: who it is (the record's meta), what it asks, what became of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.store import RecordMeta
+from surgelab.workload.request import RequestSpec
+
+if TYPE_CHECKING:
+    from surgelab.sim.replica import Replica
+
+__all__ = ["SimRequest", "SECOND"]
+
+SECOND = 1_000_000_000
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    rid: str
+    meta: RecordMeta
+    spec: RequestSpec
+    output_tokens: int
+    priority: int = 0
+    outcome: Outcome = field(default_factory=Outcome)
+    replica: Replica | None = None
+    queued: bool = False
+    done: bool = False
+    cache_key: int | None = None
+    first_token_deadline: int = 0
+    total_deadline: int = 0
+    context: Any = None  # what the traffic source needs to carry on (session, user)
+    hashes: tuple[int, ...] = ()  # prefix-cache block hashes (cache.prefix)
+    tokens: int = 0
+
+    @property
+    def intended(self) -> int:
+        return self.meta.intended_ns
+
+    def token(self, now: int, n: int = 1) -> bool:
+        """Receive ``n`` tokens at ``now``; False when the client has timed out instead."""
+        out = self.outcome
+        if out.first_token_ns is None:
+            if now - out.sent_ns > self.first_token_deadline:
+                out.fail(State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + self.first_token_deadline)
+                return False
+            out.first_token_ns = now
+        elif now - out.sent_ns > self.total_deadline:
+            out.fail(State.TIMEOUT, "timed out before the response ended", out.sent_ns + self.total_deadline)
+            return False
+        append = out.token_ns.append
+        for _ in range(n):
+            append(now)
+        self.tokens += n
+        return True
+
+    def succeed(self, now: int) -> None:
+        out = self.outcome
+        out.end_ns = now
+        out.prompt_tokens = self.spec.prompt_tokens
+        out.output_tokens = self.tokens
+        out.usage_source = "server"
+        out.http_status = 200

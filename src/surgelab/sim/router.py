@@ -1,0 +1,111 @@
+"""Which replica gets a request, and what the router believes about replica health.
+
+Policies (``router.policy``), over the replicas the router believes up and that have room:
+
+- ``round_robin``: the next one in creation order after the last pick;
+- ``least_outstanding``: the one holding fewest requests (ties: creation order);
+- ``weighted``: pools by ``weight`` with smooth weighted round robin (nginx's algorithm:
+  each pick adds every pool's weight to its credit and takes the pool with the most credit,
+  which then pays the total), least outstanding inside the pool — 80/20 is exact over any
+  10 picks;
+- ``failover``: the first pool (primary) while the router believes any of its replicas up,
+  else the next (backup); least outstanding inside it.
+
+Without ``health_check`` the router learns of a crash at once. With it, a crashed replica
+keeps receiving requests (each lost, as ``connection_error``) until ``failures``
+consecutive checks have failed; ``switch_over_s`` = detection − crash. A restarted
+replica returns after ``recovery`` consecutive passed checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from surgelab.sim.events import Call, Event, Rank
+from surgelab.sim.fleet import Router
+from surgelab.sim.replica import READY, STOPPED, Replica
+from surgelab.sim.request import SECOND
+
+if TYPE_CHECKING:
+    from surgelab.sim.pool import PoolRuntime
+    from surgelab.sim.simulator import Simulator
+
+__all__ = ["RouterRuntime", "health_check"]
+
+
+def _least(replicas: Iterable[Replica]) -> Replica | None:
+    best = None
+    for rep in replicas:
+        if rep.routable() and (best is None or len(rep.outstanding) < len(best.outstanding)):
+            best = rep
+    return best
+
+
+class RouterRuntime:
+    def __init__(self, cfg: Router, pools: list[PoolRuntime]) -> None:
+        self.cfg, self.pools = cfg, pools
+        self._next = 0
+        self._credit = [0.0] * len(pools)
+
+    def pick(self) -> Replica | None:
+        policy = self.cfg.policy
+        if policy == "least_outstanding":
+            if len(self.pools) == 1:
+                return _least(self.pools[0].replicas)
+            return _least(r for p in self.pools for r in p.replicas)
+        if policy == "round_robin":
+            everyone = [r for p in self.pools for r in p.replicas]
+            n = len(everyone)
+            for k in range(n):
+                rep = everyone[(self._next + k) % n]
+                if rep.routable():
+                    self._next = (self._next + k + 1) % n
+                    return rep
+            return None
+        if policy == "failover":
+            for pool in self.pools:
+                if any(r.router_up for r in pool.replicas):
+                    return _least(pool.replicas)
+            return None
+        return self._weighted()
+
+    def _weighted(self) -> Replica | None:
+        live = [i for i, p in enumerate(self.pools) if p.cfg.weight > 0 and any(r.routable() for r in p.replicas)]
+        if not live:
+            return None
+        total = sum(self.pools[i].cfg.weight for i in live)
+        for i in live:
+            self._credit[i] += self.pools[i].cfg.weight
+        best = max(live, key=lambda i: self._credit[i])
+        self._credit[best] -= total
+        return _least(self.pools[best].replicas)
+
+
+def health_check(sim: Simulator) -> Iterable[Event]:
+    """One round of checks on every replica; re-arms itself while the run has work."""
+    cfg = sim.fleet.router.health_check
+    assert cfg is not None
+    now_s = sim.now / SECOND
+    for pool in sim.pools:
+        for rep in pool.replicas:
+            if rep.state == STOPPED:
+                continue
+            if rep.state == READY:
+                rep.passed_checks, rep.failed_checks = rep.passed_checks + 1, 0
+                if not rep.router_up and rep.passed_checks >= cfg.recovery:
+                    rep.router_up = True
+                    if rep.crash is not None:
+                        rep.crash["back_at_s"] = now_s
+                        rep.crash = None
+            else:
+                rep.failed_checks, rep.passed_checks = rep.failed_checks + 1, 0
+                if rep.router_up and rep.failed_checks >= cfg.failures:
+                    rep.router_up = False
+                    if rep.crash is not None and rep.crash["detected_at_s"] is None:
+                        rep.crash["detected_at_s"] = now_s
+                        rep.crash["switch_over_s"] = now_s - rep.crash["at_s"]
+    events: list[Event] = list(sim.dispatch())
+    if sim.active():
+        events.append(Call(sim.now + round(cfg.interval * SECOND), Rank.CONTROL, health_check))
+    return events

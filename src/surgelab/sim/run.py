@@ -1,0 +1,159 @@
+"""Simulate a scenario on a fleet and leave a run directory just like a measured run's.
+
+``records.parquet``, ``summary.json``, ``scenario.yaml`` and ``run.json`` are the files a
+real run writes (times on the virtual run clock), so every analysis reads them unchanged.
+A simulation adds ``fleet.parquet`` (the timeline), ``fleet.json`` (cost, shedding, cache,
+failures, autoscaler decisions) and a ``fleet`` block in ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from surgelab import __version__
+from surgelab.analysis.summary import RunInfo, _Columns, _meets_slo, summarize
+from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore, read_records
+from surgelab.runner.rundir import prepare_run_dir, write_json
+from surgelab.scenario.model import Scenario
+from surgelab.sim.fleet import Fleet
+from surgelab.sim.request import SECOND
+from surgelab.sim.simulator import Simulator
+
+__all__ = ["SimResult", "simulate", "fleet_report", "comparison_rows"]
+
+_FLUSH_ROWS = 20_000
+
+
+@dataclass
+class SimResult:
+    run_dir: Path
+    summary: dict[str, Any]
+    fleet: dict[str, Any]
+
+
+class _Recorder:
+    def __init__(self, run_dir: Path) -> None:
+        self.buffer, self.store, self.count = RecordBuffer(), RecordStore(run_dir), 0
+
+    def __call__(self, meta: RecordMeta, outcome: Outcome) -> None:
+        self.buffer.add(meta, outcome)
+        self.count += 1
+        if len(self.buffer) >= _FLUSH_ROWS:
+            self.store.write(self.buffer.take())
+
+    def close(self) -> None:
+        self.store.write(self.buffer.take())
+        self.store.finalize()
+
+
+def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path) -> SimResult:
+    """Run ``scenario`` against ``fleet`` in virtual time and write the run directory."""
+    run_dir = prepare_run_dir(run_dir, scenario)
+    recorder = _Recorder(run_dir)
+    sim = Simulator(scenario, fleet, recorder)
+    plans = sim.traffic.plans
+    info: dict[str, Any] = {
+        "surgelab_version": __version__,
+        "started_at": datetime.now(timezone.utc).isoformat(),
+        "simulated": True,
+        "fleet": fleet.name,
+        "planned_duration_s": max(p.end_ns for p in plans) / SECOND,
+        "window_start_s": min(p.warmup_end_ns for p in plans) / SECOND,
+        "phases": [
+            {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
+            for p in plans
+        ],
+    }
+    wall = time.perf_counter()
+    end_ns = sim.run()
+    wall = time.perf_counter() - wall
+    recorder.close()
+    info.update(stop_reason="completed", stopped_at_s=max(p.end_ns for p in plans) / SECOND, wall_s=wall,
+                simulated_end_s=end_ns / SECOND)  # fmt: skip
+    write_json(run_dir / "run.json", info)
+    pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
+    table = read_records(run_dir)
+    summary = summarize(table, scenario, RunInfo.from_dict(info))
+    report = fleet_report(sim, fleet, end_ns, wall, table, scenario, recorder.count)
+    summary["fleet"] = {k: report[k] for k in ("name", "average_instances", "replica_hours", "cost", "shed", "lost",
+                                                "sla_violations", "cache_hit_rate")}  # fmt: skip
+    write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "fleet.json", report)
+    return SimResult(run_dir, summary, report)
+
+
+def _violations(table, scenario: Scenario) -> int:
+    """Measured requests that did not end well within every objective of their tier."""
+    c = _Columns(table)
+    measured = ~c.warmup
+    ok = measured & (c.state == State.OK.value)
+    good = _meets_slo(c, ok, scenario)
+    cancelled = c.state == State.CANCELLED.value
+    return int((measured & ~cancelled).sum() - good.sum())
+
+
+def fleet_report(sim: Simulator, fleet: Fleet, end_ns: int, wall_s: float, table, scenario: Scenario, n: int) -> dict[str, Any]:
+    duration_s = end_ns / SECOND
+    pools = {}
+    total_hours = total_cost = 0.0
+    for pool in sim.pools:
+        seconds = sum(r.alive_ns(end_ns) for r in pool.replicas) / SECOND
+        hours = seconds / 3600
+        cost = hours * pool.cfg.cost_per_hour
+        total_hours += hours
+        total_cost += cost
+        pools[pool.name] = {
+            "replica_hours": hours,
+            "average_instances": seconds / duration_s if duration_s else 0.0,
+            "peak_replicas": int(max(sim.timeline.rows["replicas"][i] for i, p in enumerate(sim.timeline.rows["pool"])
+                                     if p == pool.name)) if sim.timeline.rows["t_s"] else pool.cfg.replicas,
+            "cost": cost,
+            "autoscaler": [d.__dict__ for d in pool.decisions],
+        }
+    lookups = sim.cache.hits + sim.cache.misses
+    return {
+        "name": fleet.name,
+        "duration_s": duration_s,
+        "average_instances": total_hours * 3600 / duration_s if duration_s else 0.0,
+        "replica_hours": total_hours,
+        "cost": total_cost,
+        "shed": sim.shed,
+        "lost": sim.lost,
+        "sla_violations": _violations(table, scenario),
+        "cache_hits": sim.cache.hits,
+        "cache_hit_rate": sim.cache.hits / lookups if lookups else None,
+        "failures": sim.failures,
+        "pools": pools,
+        "events": sim.events_processed,
+        "wall_s": wall_s,
+        "requests_per_wall_s": n / wall_s if wall_s > 0 else None,
+        "config": fleet.model_dump(mode="json", by_alias=True),
+    }
+
+
+def comparison_rows(results: list[SimResult]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        s, f = r.summary, r.fleet
+        rows.append({
+            "fleet": f["name"],
+            "sla_violations": f["sla_violations"],
+            "measured": s["requests"]["measured"],
+            "p99_ttft_ms": s["latency_ms"]["ttft"]["p99"],
+            "p99_e2e_ms": s["latency_ms"]["e2e"]["p99"],
+            "shed": f["shed"],
+            "lost": f["lost"],
+            "average_instances": f["average_instances"],
+            "replica_hours": f["replica_hours"],
+            "cost": f["cost"],
+            "run_dir": str(r.run_dir),
+        })  # fmt: skip
+    return rows
+

@@ -1,0 +1,210 @@
+"""The discrete-event simulator: one heap, one clock, events that return their follow-ups.
+
+The heap key is ``(time_ns, rank, seq)`` (see ``surgelab.sim.events``). Request flow, in
+the order a request meets it: the response cache → the router → a replica, or the
+admission queue when no replica can take it (bounded, timed out, by tier priority) → the
+replica's engine → ``finish``, which records the outcome, frees capacity, lets the traffic
+source carry on, and serves the queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+
+from surgelab.sim.timeline import Timeline
+
+from surgelab.engine import RequestRejected
+from surgelab.metrics.record import State
+from surgelab.scenario.model import Scenario
+from surgelab.sim.admission import AdmissionQueue
+from surgelab.sim.cache import ResponseCache, block_hashes, prompt_key
+from surgelab.sim.events import Call, Event, Rank
+from surgelab.sim.fleet import Fleet
+from surgelab.sim.pool import PoolRuntime, crash
+from surgelab.sim.replica import DOWN, DRAINING, Replica
+from surgelab.sim.request import SECOND, SimRequest
+from surgelab.sim.router import RouterRuntime, health_check
+from surgelab.sim.traffic import Traffic
+
+__all__ = ["Simulator"]
+
+
+class Simulator:
+    def __init__(self, scenario: Scenario, fleet: Fleet, record) -> None:
+        self.scenario, self.fleet, self.record = scenario, fleet, record
+        self.now = 0
+        self.current: Event | None = None
+        self._heap: list = []
+        self._seq = itertools.count()
+        self.pools = [PoolRuntime(p, i, fleet.seed) for i, p in enumerate(fleet.pools)]
+        self.router = RouterRuntime(fleet.router, self.pools)
+        self.queue = AdmissionQueue(fleet.admission)
+        self.cache = ResponseCache(fleet.cache)
+        self.traffic = Traffic(scenario)
+        self.timeline = Timeline(fleet.timeline_interval)
+        self.failures: list[dict] = []
+        self.shed = self.lost = self.events_processed = 0
+        engines = [p.profile for p in self.pools if p.profile is not None]
+        self._block_size = engines[0].block_size if fleet.cache.prefix and engines else None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def push(self, event: Event) -> None:
+        heapq.heappush(self._heap, (event.time, event.rank, next(self._seq), event))
+
+    def push_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.push(event)
+
+    def run(self) -> int:
+        """Simulate until nothing is left to happen; return the end time (ns)."""
+        self.push_all(self._initial_events())
+        heap, pop, push, seq = self._heap, heapq.heappop, heapq.heappush, self._seq
+        while heap:
+            time, _, _, event = pop(heap)
+            if event.cancelled:
+                continue
+            self.now, self.current = time, event
+            self.events_processed += 1
+            for follow in event.handle(self):
+                push(heap, (follow.time, follow.rank, next(seq), follow))
+        return max(self.now, self.traffic.end_ns)
+
+    def active(self) -> bool:
+        """Whether anything may still arrive or wait: self-repeating events stop re-arming after."""
+        return self.now < self.traffic.end_ns or self.traffic.active or len(self.queue) > 0
+
+    def _initial_events(self) -> list[Event]:
+        events = self.traffic.start(self)
+        for pool in self.pools:
+            for _ in range(pool.cfg.replicas):
+                events.extend(pool.spawn(self, ready=True))
+            for c in pool.cfg.failures.crashes:
+                if c.replica < len(pool.replicas):
+                    events.append(Call(round(c.at * SECOND), Rank.LIFECYCLE, crash, pool.replicas[c.replica]))
+            auto = pool.cfg.autoscale
+            if auto is not None:
+                events.append(Call(round(auto.sync_period * SECOND), Rank.CONTROL, _sync, pool))
+                events.extend(Call(round(s.at * SECOND), Rank.CONTROL, _scheduled, pool, s.min) for s in auto.schedule)
+        if self.fleet.router.health_check is not None:
+            events.append(Call(round(self.fleet.router.health_check.interval * SECOND), Rank.CONTROL, health_check))
+        events.append(Call(0, Rank.SAMPLE, self.timeline.sample))
+        return events
+
+    # -- request flow -----------------------------------------------------------------------
+
+    def send(self, req: SimRequest) -> Iterable[Event]:
+        """A request leaves the client now: cache, router, then a replica or the queue."""
+        now = self.now
+        for pool in self.pools:
+            pool.last_activity = now
+        self.timeline.arrivals += 1
+        if self.fleet.cache.exact:
+            req.cache_key = prompt_key(req.spec)
+            if self.cache.lookup(req.cache_key, now):
+                self.timeline.cache_hits += 1
+                at = now + self.cache.hit_ns
+                req.outcome.first_byte_ns = now
+                req.token(at, 1)
+                req.tokens = req.output_tokens
+                return self.finish(req, at)
+        if self._block_size is not None:
+            req.hashes = block_hashes(req.spec, self._block_size)
+        req.priority = self.queue.priority_of(req.meta.tier)
+        rep = self.router.pick() if not len(self.queue) else None
+        if rep is not None:
+            return self._deliver(req, rep)
+        for pool in self.pools:
+            pool.wake(self)
+        shed = self.queue.push(req)
+        events: list[Event] = []
+        if shed is not None:
+            events.extend(self._shed(shed, f"admission queue full ({self.fleet.admission.max_depth})"))
+        if shed is not req and self.queue.timeout_ns is not None:
+            events.append(Call(now + self.queue.timeout_ns, Rank.TIMEOUT, _queue_timeout, req))
+        if shed is not req:
+            events.extend(self.dispatch())
+        return events
+
+    def _deliver(self, req: SimRequest, rep: Replica) -> Iterable[Event]:
+        if rep.state == DOWN:
+            if rep.crash is not None:
+                rep.crash["lost_routed"] += 1
+            req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", self.now)
+            self.lost += 1
+            return self.finish(req, self.now)
+        try:
+            return rep.submit(req, self.now)
+        except RequestRejected as exc:
+            rep.release(req)
+            req.outcome.http_status = 400
+            req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", self.now)
+            return self.finish(req, self.now)
+
+    def dispatch(self) -> Iterable[Event]:
+        """Serve the admission queue while the router finds replicas with room."""
+        events: list[Event] = []
+        while len(self.queue):
+            rep = self.router.pick()
+            if rep is None:
+                break
+            events.extend(self._deliver(self.queue.pop(), rep))
+        return events
+
+    def finish(self, req: SimRequest, end: int) -> Iterable[Event]:
+        if req.done:
+            return ()
+        req.done = True
+        rep = req.replica
+        out = req.outcome
+        if out.state is State.OK:
+            req.succeed(end)
+            if req.cache_key is not None:
+                self.cache.store(req.cache_key, end)
+        self.record(req.meta, out)
+        events = list(self.traffic.done(self, req))
+        if rep is not None:
+            rep.release(req)
+            pool: PoolRuntime = rep.pool  # type: ignore[assignment]
+            pool.last_activity = max(pool.last_activity, self.now)
+            if out.state is State.OK:
+                pool.latencies.append((end - req.intended) / SECOND)
+            if rep.state == DRAINING and not rep.outstanding:
+                pool.stop(self, rep)
+            if len(self.queue):
+                events.extend(self.dispatch())
+        return events
+
+    def lose(self, req: SimRequest, why: str) -> None:
+        req.outcome.fail(State.CONNECTION_ERROR, why, self.now)
+        self.lost += 1
+        self.push_all(self.finish(req, self.now))
+
+    def _shed(self, req: SimRequest, why: str) -> Iterable[Event]:
+        self.shed += 1
+        self.timeline.shed += 1
+        req.outcome.http_status = self.fleet.admission.shed_status
+        req.outcome.first_byte_ns = self.now
+        req.outcome.fail(State.HTTP_ERROR, f"shed: {why}", self.now)
+        return self.finish(req, self.now)
+
+
+def _queue_timeout(sim: Simulator, req: SimRequest) -> Iterable[Event]:
+    if sim.queue.remove(req):
+        return sim._shed(req, f"waited longer than the queue timeout ({sim.fleet.admission.timeout:g}s)")
+    return ()
+
+
+def _sync(sim: Simulator, pool: PoolRuntime) -> Iterable[Event]:
+    auto = pool.cfg.autoscale
+    assert auto is not None
+    pool.sync(sim, auto.sync_period)
+    return [Call(sim.now + round(auto.sync_period * SECOND), Rank.CONTROL, _sync, pool)] if sim.active() else ()
+
+
+def _scheduled(sim: Simulator, pool: PoolRuntime, minimum: int) -> Iterable[Event]:
+    pool.scheduled_min = minimum
+    floor = pool.min_replicas(sim)
+    return pool.scale_to(sim, floor) if pool.current < floor else ()

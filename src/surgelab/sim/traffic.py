@@ -1,0 +1,170 @@
+"""The scenario's traffic in virtual time: the very schedule and requests a real run sends.
+
+Open loop: ``open_loop_offsets`` of each phase, each arrival fires at its intended time;
+one beyond the phase's ``max_in_flight`` is recorded as dropped. Closed loop: each user
+sends when ready, waits for the whole answer, thinks (the same seeded draws as the runner's
+users) and sends again until the phase ends; shaped concurrency activates users below the
+level. Sessions: each turn follows the previous answer after its think time, with the
+history resent. Ids, phases, classes, tiers and warm-up flags are those of a real run
+(``surgelab.runner.conversation.meta_for``); the simulated client never lags, so
+``sent_ns == intended_ns``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from surgelab.load.shapes import Steady
+from surgelab.metrics.record import Outcome, State
+from surgelab.runner.conversation import meta_for
+from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
+from surgelab.scenario.model import Scenario
+from surgelab.sim.events import Call, Event, Rank
+from surgelab.sim.request import SECOND, SimRequest
+
+if TYPE_CHECKING:
+    from surgelab.sim.simulator import Simulator
+
+__all__ = ["Traffic"]
+
+_NAP_NS = SECOND // 10  # an inactive closed-loop user looks at the level again this often (runner's MAX_NAP_S)
+
+
+@dataclass(slots=True)
+class _Context:
+    source: _Source
+    index: int
+    user: int
+    turn: int
+    sampler: Any
+    first: Any = None
+    conversation: Any = None
+    history: tuple = ()
+
+
+class _Source:
+    def __init__(self, scenario: Scenario, plan: PhasePlan) -> None:
+        self.plan, self.load = plan, plan.phase.load
+        self.in_flight = 0
+        self.issue = itertools.count()
+        self.offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
+        self.steady = isinstance(self.load.shape, Steady)
+
+
+class Traffic:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.plans = plan_phases(scenario)
+        self.sources = [_Source(scenario, p) for p in self.plans]
+        t = scenario.target.timeouts
+        self.first_token_ns, self.total_ns = round(t.first_token * SECOND), round(t.total * SECOND)
+        self.open_conversations = 0
+        self.end_ns = max(p.end_ns for p in self.plans)
+
+    def planned_rate(self, t_s: float) -> float:
+        """Requests/s the open-loop phases plan at run time ``t_s`` (the forecast)."""
+        t_ns = int(t_s * SECOND)
+        return sum(s.plan.level_at(t_ns) for s in self.sources if s.load.mode == "open")
+
+    def start(self, sim: Simulator) -> list[Event]:
+        events: list[Event] = []
+        for src in self.sources:
+            if src.offsets is not None:
+                if len(src.offsets):
+                    events.append(Call(int(src.offsets[0]), Rank.ARRIVAL, self._open_arrival, src, 0))
+                continue
+            users = math.ceil(src.load.shape.peak)
+            for user in range(users):
+                rng = np.random.default_rng([self.scenario.seed, 20, src.plan.index, user])
+                sampler, think = src.plan.sampler, src.load.think_time
+                if self.scenario.workload_of(src.plan.phase).assign == "user" and hasattr(sampler, "profile"):
+                    sampler = sampler.profile([self.scenario.seed, 21, src.plan.index, user])
+                    think = sampler.cls.think_time or think
+                state = (rng, sampler, think)
+                ready = src.plan.start_ns + (int(src.load.ramp_up * SECOND * user / users) if src.steady else 0)
+                events.append(Call(ready, Rank.ARRIVAL, self._user_ready, src, user, state))
+        return events
+
+    @property
+    def active(self) -> bool:
+        return self.open_conversations > 0
+
+    # -- arrivals ---------------------------------------------------------------------------
+
+    def _open_arrival(self, sim: Simulator, src: _Source, i: int) -> Iterable[Event]:
+        events: list[Event] = []
+        if i + 1 < len(src.offsets):
+            events.append(Call(int(src.offsets[i + 1]), Rank.ARRIVAL, self._open_arrival, src, i + 1))
+        plan, intended = src.plan, sim.now
+        if src.in_flight >= src.load.max_in_flight:
+            meta = meta_for(plan, i, plan.sampler.spec(i), intended, -1)
+            sim.record(meta, Outcome(state=State.DROPPED, error=f"max_in_flight ({src.load.max_in_flight}) reached"))
+            return events
+        src.in_flight += 1
+        self.open_conversations += 1
+        events.extend(self._turn(sim, _Context(src, i, -1, 0, plan.sampler), intended))
+        return events
+
+    def _user_ready(self, sim: Simulator, src: _Source, user: int, state: tuple) -> Iterable[Event]:
+        plan = src.plan
+        if sim.now >= plan.end_ns:
+            return ()
+        if not src.steady and user >= plan.level_at(sim.now):
+            return [Call(sim.now + _NAP_NS, Rank.ARRIVAL, self._user_ready, src, user, state)]
+        self.open_conversations += 1
+        ctx = _Context(src, next(src.issue), user, 0, state[1])
+        ctx.conversation = state  # the user's own draws ride along; replaced below for sessions
+        return self._turn(sim, ctx, sim.now)
+
+    def _turn(self, sim: Simulator, ctx: _Context, intended: int) -> Iterable[Event]:
+        plan, sampler = ctx.source.plan, ctx.sampler
+        if ctx.turn == 0:
+            user_state = ctx.conversation
+            ctx.first = spec = sampler.spec(ctx.index)
+            ctx.conversation = (sampler.conversation(ctx.index), user_state)
+            if ctx.conversation[0] is not None:
+                ctx.turn = 1
+        else:
+            conv = ctx.conversation[0]
+            spec = sampler.next_turn(ctx.index, ctx.first, conv, ctx.turn, ctx.history)
+        meta = meta_for(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
+        out_tokens = spec.max_tokens
+        req = SimRequest(str(meta.id), meta, spec, out_tokens, context=ctx,
+                         first_token_deadline=self.first_token_ns, total_deadline=self.total_ns)  # fmt: skip
+        req.outcome.sent_ns = intended
+        return sim.send(req)
+
+    def done(self, sim: Simulator, req: SimRequest) -> Iterable[Event]:
+        """A request ended: carry its conversation on, or let its user think and send again."""
+        ctx: _Context = req.context
+        src, plan, end = ctx.source, ctx.source.plan, req.outcome.end_ns
+        conv, user_state = ctx.conversation
+        if conv is not None and req.outcome.state is State.OK and ctx.turn < conv.turns:
+            intended = end + int(conv.think_s[ctx.turn - 1] * SECOND)
+            if intended < plan.end_ns:
+                answer = _answer(ctx.sampler, ctx.index, ctx.turn, req.tokens)
+                ctx.history = (*ctx.history, (req.spec.prompt, answer))
+                ctx.turn += 1
+                return [Call(max(intended, sim.now), Rank.ARRIVAL, self._next_turn, ctx, intended)]
+        self.open_conversations -= 1
+        if ctx.user < 0:
+            src.in_flight -= 1
+            return ()
+        rng, _, think = user_state
+        ready = end + int(float(think.sample(rng, 1)[0]) * SECOND)
+        return [Call(max(ready, sim.now), Rank.ARRIVAL, self._user_ready, src, ctx.user, user_state)]
+
+    def _next_turn(self, sim: Simulator, ctx: _Context, intended: int) -> Iterable[Event]:
+        return self._turn(sim, ctx, intended)
+
+
+def _answer(sampler: Any, index: int, turn: int, tokens: int) -> str:
+    """Stand-in text of the answer's length for the session history (the model's words do not matter)."""
+    factory = sampler.factory(index) if hasattr(sampler, "factory") else sampler
+    return factory.text(index + 7_919 * turn, max(tokens, 1)) if hasattr(factory, "text") else ""
