@@ -66,3 +66,20 @@ def test_no_stream_and_completions_from_the_command_line(zero_server, cli, recon
     assert summary["tokens"]["output_total"] == 35 and summary["tokens"]["usage_source"] == {"server": 5}
     assert summary["latency_ms"]["itl"]["count"] == 0 and summary["latency_ms"]["tpot"]["count"] == 0
     assert summary["latency_ms"]["e2e"]["count"] == 5
+
+
+def test_a_client_that_raises_is_not_recorded_as_ok(zero_server, scenario_for, run, reconciled, tmp_path, monkeypatch):
+    """send() never raises by contract; if a bug makes it raise, the record must not say ok."""
+    from surgelab.client.openai import OpenAIClient
+
+    async def broken(self, spec, out):
+        out.sent_ns = 1
+        raise RuntimeError("bug in the client")
+
+    monkeypatch.setattr(OpenAIClient, "send", broken)
+    for load in ({"rate": 10, "arrival": "constant", "duration": "0.3s"}, {"concurrency": 2, "duration": "0.2s"}):
+        result = run(scenario_for(zero_server.url, load=load), tmp_path / str(len(load)))
+        table = reconciled(result.summary, result.run_dir)
+        assert table.num_rows >= 2
+        assert set(table["state"].to_pylist()) == {"protocol_error"}
+        assert set(table["error"].to_pylist()) == {"client error: RuntimeError: bug in the client"}

@@ -115,6 +115,8 @@ class Execution:
         except asyncio.CancelledError:
             out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
             raise
+        except Exception as exc:  # send() should never raise; if it does, the request did not succeed
+            out.fail(State.PROTOCOL_ERROR, f"client error: {type(exc).__name__}: {exc}", self.clock())
         finally:
             self.record(meta, out)
         return out
