@@ -41,7 +41,9 @@ class ScalingRules(_Model):
     """HPA ``behavior.scaleUp`` / ``scaleDown``: stabilisation window, rate policies, selectPolicy."""
 
     stabilization: Seconds | None = Field(None, description="stabilizationWindowSeconds; default 0 s up, 300 s down.")
-    policies: list[ScalingPolicy] | None = Field(None, description="Default up: 100 % or 4 pods per 15 s; down: 100 % per 15 s.")
+    policies: list[ScalingPolicy] | None = Field(
+        None, description="Default up: 100 % or 4 pods per 15 s; down: 100 % per 15 s."
+    )
     select: Literal["Max", "Min", "Disabled"] = Field("Max", description="selectPolicy.")
 
 
@@ -113,11 +115,15 @@ class Pool(_Model):
     profile: str | None = Field(None, description="Engine profile: a name or a coefficients file.")
     service_time: Distribution | None = Field(None, description="Instead of an engine: each request takes this long.")
     concurrency: int | None = Field(
-        None, ge=1, description="Requests a replica holds at once; beyond it they wait in the fleet queue. "
+        None,
+        ge=1,
+        description="Requests a replica holds at once; beyond it they wait in the fleet queue. "
         "Service model: its parallel servers (default 1); engine: unlimited (its own waiting queue) by default.",
     )
     prefix_caching: bool = Field(True, description="Engine prefix cache (needs cache.prefix for the prompt hashes).")
-    coalesce: Seconds = Field(0.002, description="Deliver tokens of steps shorter than this together, as surgelab serve does.")
+    coalesce: Seconds = Field(
+        0.002, description="Deliver tokens of steps shorter than this together, as surgelab serve does."
+    )
     cold_start: Seconds = Field(0.0, description="Model load and warm-up of a new replica before it is ready.")
     cost_per_hour: float = Field(0.0, ge=0, description="Price of one replica-hour.")
     weight: float = Field(1.0, ge=0, description="Weighted routing: this pool's share.")

@@ -18,7 +18,9 @@ class FleetError(ScenarioError):
     """A fleet that cannot be used; ``messages`` holds one ``file:line: path: problem`` per error."""
 
 
-def build_fleet(data: object, *, source: str = "<fleet>", root: yaml.Node | None = None, base_dir: Path | None = None) -> Fleet:
+def build_fleet(
+    data: object, *, source: str = "<fleet>", root: yaml.Node | None = None, base_dir: Path | None = None
+) -> Fleet:
     if not isinstance(data, dict):
         raise FleetError([f"{source}:1: expected a mapping of fleet fields at the top level"])
     try:
@@ -27,7 +29,9 @@ def build_fleet(data: object, *, source: str = "<fleet>", root: yaml.Node | None
         messages = []
         for error in exc.errors():
             loc = tuple(error["loc"])
-            messages.append(f"{source}:{_line_of(root, loc) or 1}: {_field_path(loc, data) or 'fleet'}: {_describe(error)}")
+            messages.append(
+                f"{source}:{_line_of(root, loc) or 1}: {_field_path(loc, data) or 'fleet'}: {_describe(error)}"
+            )
         raise FleetError(messages) from None
     problems = []
     for index, pool in enumerate(fleet.pools):

@@ -34,7 +34,9 @@ STARTING, READY, DOWN, DRAINING, STOPPED = "starting", "ready", "down", "drainin
 class Replica:
     """One instance: its lifecycle state, what it holds, and the router's view of its health."""
 
-    def __init__(self, name: str, pool: object, backend: EngineBackend | ServiceBackend, limit: int | None, now: int, ready: bool) -> None:
+    def __init__(
+        self, name: str, pool: object, backend: EngineBackend | ServiceBackend, limit: int | None, now: int, ready: bool
+    ) -> None:
         self.name, self.pool, self.backend, self.limit = name, pool, backend, limit
         self.state = READY if ready else STARTING
         self.outstanding: dict[str, SimRequest] = {}

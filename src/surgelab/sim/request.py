@@ -44,7 +44,9 @@ class SimRequest:
         out = self.outcome
         if out.first_token_ns is None:
             if now - out.sent_ns > self.first_token_deadline:
-                out.fail(State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + self.first_token_deadline)
+                out.fail(
+                    State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + self.first_token_deadline
+                )
                 return False
             out.first_token_ns = now
         elif now - out.sent_ns > self.total_deadline:

@@ -67,7 +67,12 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path) -> SimResult:
         "planned_duration_s": max(p.end_ns for p in plans) / SECOND,
         "window_start_s": min(p.warmup_end_ns for p in plans) / SECOND,
         "phases": [
-            {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
+            {
+                "name": p.phase.name,
+                "start_s": p.start_ns / SECOND,
+                "warmup_end_s": p.warmup_end_ns / SECOND,
+                "end_s": p.end_ns / SECOND,
+            }
             for p in plans
         ],
     }
@@ -99,7 +104,9 @@ def _violations(table, scenario: Scenario) -> int:
     return int((measured & ~cancelled).sum() - good.sum())
 
 
-def fleet_report(sim: Simulator, fleet: Fleet, end_ns: int, wall_s: float, table, scenario: Scenario, n: int) -> dict[str, Any]:
+def fleet_report(
+    sim: Simulator, fleet: Fleet, end_ns: int, wall_s: float, table, scenario: Scenario, n: int
+) -> dict[str, Any]:
     duration_s = end_ns / SECOND
     pools = {}
     total_hours = total_cost = 0.0
@@ -112,8 +119,11 @@ def fleet_report(sim: Simulator, fleet: Fleet, end_ns: int, wall_s: float, table
         pools[pool.name] = {
             "replica_hours": hours,
             "average_instances": seconds / duration_s if duration_s else 0.0,
-            "peak_replicas": int(max(sim.timeline.rows["replicas"][i] for i, p in enumerate(sim.timeline.rows["pool"])
-                                     if p == pool.name)) if sim.timeline.rows["t_s"] else pool.cfg.replicas,
+            "peak_replicas": int(
+                max(sim.timeline.rows["replicas"][i] for i, p in enumerate(sim.timeline.rows["pool"]) if p == pool.name)
+            )
+            if sim.timeline.rows["t_s"]
+            else pool.cfg.replicas,
             "cost": cost,
             "autoscaler": [d.__dict__ for d in pool.decisions],
         }
@@ -156,4 +166,3 @@ def comparison_rows(results: list[SimResult]) -> list[dict[str, Any]]:
             "run_dir": str(r.run_dir),
         })  # fmt: skip
     return rows
-

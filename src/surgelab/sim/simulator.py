@@ -13,8 +13,6 @@ import heapq
 import itertools
 from collections.abc import Iterable
 
-from surgelab.sim.timeline import Timeline
-
 from surgelab.engine import RequestRejected
 from surgelab.metrics.record import State
 from surgelab.scenario.model import Scenario
@@ -26,6 +24,7 @@ from surgelab.sim.pool import PoolRuntime, crash
 from surgelab.sim.replica import DOWN, DRAINING, Replica
 from surgelab.sim.request import SECOND, SimRequest
 from surgelab.sim.router import RouterRuntime, health_check
+from surgelab.sim.timeline import Timeline
 from surgelab.sim.traffic import Traffic
 
 __all__ = ["Simulator"]

@@ -1,0 +1,74 @@
+"""``surgelab simulate``: the scenario's schedule on one or more simulated fleets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from surgelab.cli import app
+from surgelab.cli.commands_run import fail, load_or_exit
+
+
+@app.command("simulate")
+def simulate_command(
+    scenario_file: Path = typer.Argument(..., metavar="SCENARIO"),
+    fleet_files: list[Path] = typer.Option(..., "--fleet", help="Fleet file (YAML); repeat to compare schemes on the same schedule."),
+    out: Path | None = typer.Option(None, "--out", help="Run directory (one per fleet below it when comparing)."),
+) -> None:
+    """Simulate the scenario on a fleet of engine replicas in virtual time; same records and summary as a real run."""
+    from surgelab.runner.rundir import RunDirError, write_json
+    from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
+
+    scenario = load_or_exit(scenario_file, {})
+    fleets = []
+    for path in fleet_files:
+        try:
+            fleets.append(load_fleet(path))
+        except FleetError as exc:
+            raise fail(str(exc)) from None
+    names = [f.name for f in fleets]
+    if len(set(names)) != len(names):
+        raise fail(f"--fleet: fleet names must differ to compare them, got {names}")
+    base = out or Path("runs") / f"sim-{scenario.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    console = Console()
+    results = []
+    for fleet in fleets:
+        run_dir = base if len(fleets) == 1 else base / fleet.name
+        try:
+            result = simulate(scenario, fleet, run_dir)
+        except RunDirError as exc:
+            raise fail(str(exc)) from None
+        console.print(f"simulated {fleet.name}: {result.fleet['events']:,} events in {result.fleet['wall_s']:.1f} s → {run_dir}")
+        results.append(result)
+    rows = comparison_rows(results)
+    if len(fleets) > 1:
+        write_json(base / "comparison.json", {"scenario": scenario.name, "fleets": rows})
+    console.print(_table(rows))
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _table(rows: list[dict]) -> Table:
+    table = Table(title="fleets on the same schedule")
+    table.add_column("")
+    for row in rows:
+        table.add_column(row["fleet"], justify="right")
+    lines = [
+        ("SLA violations", lambda r: f"{r['sla_violations']:,} / {r['measured']:,}"),
+        ("P99 TTFT ms", lambda r: _fmt(r["p99_ttft_ms"])),
+        ("P99 E2E ms", lambda r: _fmt(r["p99_e2e_ms"])),
+        ("shed", lambda r: f"{r['shed']:,}"),
+        ("lost", lambda r: f"{r['lost']:,}"),
+        ("avg instances", lambda r: _fmt(r["average_instances"], 2)),
+        ("replica-hours", lambda r: _fmt(r["replica_hours"], 3)),
+        ("cost", lambda r: _fmt(r["cost"], 2)),
+    ]
+    for label, cell in lines:
+        table.add_row(label, *(cell(r) for r in rows))
+    return table
