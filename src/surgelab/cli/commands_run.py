@@ -109,6 +109,9 @@ def run(
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
     prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
+    dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
+    dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
+    dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
 ) -> None:
     """Run load against a target and record every request.
 
@@ -130,7 +133,24 @@ def run(
     observers = []
     if prometheus_port is not None:
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host))
-    raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet, observers=observers))
+    board = _dashboard(scenario.name, dashboard_port, dashboard_token) if dashboard else None
+    try:
+        raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet, observers=[*observers, board] if board else observers))
+    finally:
+        if board is not None:
+            board.stop()
+
+
+def _dashboard(name: str, port: int, token: str | None) -> Any:
+    from surgelab.dashboard import Dashboard, DashboardSettings
+
+    board = Dashboard(DashboardSettings(port=port, token=token, title=name))
+    try:
+        url = board.start()
+    except OSError as exc:
+        raise fail(f"--dashboard-port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    Console().print(f"dashboard: {url}", highlight=False, soft_wrap=True)
+    return board
 
 
 def _exporter(name: str, port: int, host: str) -> Any:
@@ -177,6 +197,9 @@ def execute(
             )
     except RunDirError as exc:
         raise fail(str(exc)) from None
+    from surgelab.report.outputs import finalize_run
+
+    finalize_run(result.run_dir, console)
     if not quiet:
         print_summary(result.summary, console)
     console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -13,7 +13,10 @@ from rich.text import Text
 from surgelab.runner.live import LiveSnapshot
 from surgelab.units import format_duration
 
-__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary"]
+if TYPE_CHECKING:
+    from surgelab.report.model import ReportData
+
+__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline"]
 
 
 def _ms(value: float | None) -> str:
@@ -123,3 +126,17 @@ def _observed(t: dict[str, Any]) -> str:
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(summary_table(summary))
+
+
+def timeline(data: ReportData) -> Group:
+    """Throughput and TTFT P99 over the run, as terminal area charts (1 s windows)."""
+    from surgelab.report.charts import terminal_chart
+
+    ts = data.timeseries
+    ttft = [v or 0.0 for v in ts["ttft_ms"]["p99"]]
+    return Group(
+        Text("throughput (ok/s) over time", style="bold"),
+        Text(terminal_chart(ts["throughput_per_s"], height=5, label="s")),
+        Text("TTFT p99 (ms) over time", style="bold"),
+        Text(terminal_chart(ttft, height=5, label="s")),
+    )

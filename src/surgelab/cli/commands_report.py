@@ -1,0 +1,67 @@
+"""``surgelab report``, ``show`` and ``compare``: looking at run directories after the fact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from surgelab.cli import app
+from surgelab.cli.commands_run import fail
+
+
+def _run_dir(path: Path) -> Path:
+    if not (path / "summary.json").exists():
+        raise fail(f"{path}: not a run directory (no summary.json; `surgelab summarize` rebuilds it after a crash)")
+    return path
+
+
+@app.command("report")
+def report(
+    run_dir: Path = typer.Argument(..., metavar="RUN", help="Run directory."),
+    out: Path | None = typer.Option(None, help="Where to write the HTML (default: RUN/report.html)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report model as JSON here."),
+) -> None:
+    """Rebuild a run's self-contained HTML report (charts embedded, works offline)."""
+    from surgelab.report.html import REPORT_FILE
+    from surgelab.report.model import build_report_data
+    from surgelab.report.outputs import HtmlOutput, JsonOutput
+
+    data = build_report_data(_run_dir(run_dir))
+    path = HtmlOutput(out or run_dir / REPORT_FILE).finalize(data)
+    if json_out is not None:
+        JsonOutput(json_out).finalize(data)
+    print(f"report: {path}")
+
+
+@app.command("show")
+def show(run_dir: Path = typer.Argument(..., metavar="RUN", help="Run directory.")) -> None:
+    """Print the summary of a past run in the terminal."""
+    from surgelab.report.model import build_report_data
+    from surgelab.report.outputs import TerminalOutput
+
+    TerminalOutput(Console()).finalize(build_report_data(_run_dir(run_dir)))
+
+
+@app.command("compare")
+def compare(
+    runs: list[Path] = typer.Argument(..., metavar="RUN RUN [RUN...]", help="Run directories; the first is the baseline."),
+    out: Path | None = typer.Option(None, help="Comparison report HTML (default: compare.html in the current directory)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the comparison model as JSON here."),
+    resamples: int = typer.Option(1000, min=100, help="Bootstrap resamples per run."),
+    seed: int = typer.Option(0, help="Seed of the bootstrap."),
+    min_effect: float = typer.Option(0.05, min=0.0, help="Smallest relative difference called significant."),
+) -> None:
+    """Compare runs: differences with bootstrap 95% CIs and a verdict per metric, in the terminal and as HTML."""
+    from surgelab.report.compare import compare_runs
+    from surgelab.report.outputs import HtmlOutput, JsonOutput, TerminalOutput
+
+    if len(runs) < 2:
+        raise fail("compare needs at least two run directories")
+    data = compare_runs([_run_dir(r) for r in runs], seed=seed, resamples=resamples, min_effect=min_effect)
+    TerminalOutput(Console()).finalize(data)
+    path = HtmlOutput(out or Path("compare.html")).finalize(data)
+    if json_out is not None:
+        JsonOutput(json_out).finalize(data)
+    print(f"comparison report: {path}")

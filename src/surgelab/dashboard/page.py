@@ -1,0 +1,136 @@
+"""The dashboard page: a pipeline view, live curves and counters, polling ``/api/state`` every second.
+
+Plotly comes from the dashboard itself (``/plotly.min.js``), never from a CDN. The page keeps
+``window.SURGELAB_DASH`` (last sequence number, entries received, the latest entry, polls)
+for tests and for anybody poking at it from the console.
+"""
+
+from __future__ import annotations
+
+from surgelab.report.html import page
+
+__all__ = ["render_page"]
+
+_CSS = """
+<style>
+.pipeline { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
+.pipeline svg { width:100%; height:auto; }
+.node rect { fill:#eff6ff; stroke:#2563eb; stroke-width:1.5; rx:10; }
+.node .name { font-weight:600; font-size:14px; } .node .big { font-size:22px; font-weight:700; fill:#0f172a; }
+.node .small { font-size:12px; fill:#475569; } .edge { stroke:#64748b; stroke-width:2; marker-end:url(#arrow); }
+.edge-label { font-size:12px; fill:#0f172a; font-weight:600; }
+.flow { stroke:#2563eb; stroke-width:3; stroke-dasharray:4 10; animation: flow 1s linear infinite; }
+@keyframes flow { to { stroke-dashoffset:-14; } }
+#status { font-size:12px; color:#cbd5e1; }
+</style>
+"""
+
+_BODY = """
+<div id="status">connecting…</div>
+<h2>Pipeline</h2>
+<div class="pipeline"><svg viewBox="0 0 1100 190" id="pipeline">
+<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+<path d="M 0 0 L 10 5 L 0 10 z" fill="#64748b"/></marker></defs>
+</svg></div>
+<h2>Counters</h2><div class="cards" id="counters"></div>
+<h2>Live curves</h2><div class="grid2" id="curves">
+<div class="chart" id="live-throughput"></div><div class="chart" id="live-latency"></div>
+<div class="chart" id="live-inflight"></div><div class="chart" id="live-errors"></div></div>
+<div id="sweep"></div>
+"""
+
+_JS = r"""
+(function () {
+  const state = { seq: 0, entries: [], polls: 0, errors: 0, last: null, finished: false, points: [] };
+  window.SURGELAB_DASH = state;
+  const token = new URLSearchParams(location.search).get("token");
+  const q = token ? "&token=" + encodeURIComponent(token) : "";
+  const svg = document.getElementById("pipeline");
+  const NS = "http://www.w3.org/2000/svg";
+  const nodes = [["arrivals", "Arrivals"], ["queue", "Client queue"], ["inflight", "In flight"], ["target", "Target"], ["responses", "Responses"]];
+  const W = 170, GAP = 60, Y = 30, H = 120;
+  function svgEl(tag, attrs, text) { const e = document.createElementNS(NS, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; svg.appendChild(e); return e; }
+  nodes.forEach(([id, name], i) => {
+    const x = 10 + i * (W + GAP);
+    const g = document.createElementNS(NS, "g"); g.setAttribute("class", "node"); g.id = "node-" + id; svg.appendChild(g);
+    const r = document.createElementNS(NS, "rect"); Object.entries({ x: x, y: Y, width: W, height: H }).forEach(([k, v]) => r.setAttribute(k, v)); g.appendChild(r);
+    [["name", name, 24], ["big", "–", 60], ["small", "", 84], ["small", "", 104]].forEach(([cls, txt, dy], j) => {
+      const t = document.createElementNS(NS, "text"); t.setAttribute("x", x + W / 2); t.setAttribute("y", Y + dy); t.setAttribute("text-anchor", "middle");
+      t.setAttribute("class", cls); t.id = "node-" + id + "-" + j; t.textContent = txt; g.appendChild(t); });
+    if (i < nodes.length - 1) {
+      const x1 = x + W, x2 = x + W + GAP;
+      svgEl("line", { x1: x1 + 2, y1: Y + H / 2, x2: x2 - 2, y2: Y + H / 2, class: "edge" });
+      svgEl("line", { x1: x1 + 2, y1: Y + H / 2, x2: x2 - 6, y2: Y + H / 2, class: "flow", id: "flow-" + i });
+      svgEl("text", { x: (x1 + x2) / 2, y: Y + H / 2 - 10, "text-anchor": "middle", class: "edge-label", id: "edge-" + i }, "");
+    }
+  });
+  const setText = (id, v) => { const e = document.getElementById(id); if (e) e.textContent = v; };
+  const rate = v => slFmt(v, v >= 100 ? 0 : 1) + "/s";
+  const ms = v => v === null || v === undefined ? "–" : slFmt(v) + " ms";
+
+  const counters = document.getElementById("counters");
+  const cardDefs = [["elapsed", "Elapsed", e => slFmt(e.elapsed_s, 1) + " s"], ["target", "Target now", e => e.target],
+    ["scheduled", "Scheduled", e => e.scheduled], ["ok", "OK", e => e.ok], ["failed", "Failed", e => e.failed],
+    ["dropped", "Dropped", e => e.dropped], ["cancelled", "Cancelled", e => e.cancelled],
+    ["error_rate", "Error rate", e => slFmt(100 * e.error_rate, 2) + " %"], ["ttft", "TTFT p50 / p99", e => ms(e.ttft_p50_ms) + " / " + ms(e.ttft_p99_ms)],
+    ["e2e", "E2E p50 / p99", e => ms(e.e2e_p50_ms) + " / " + ms(e.e2e_p99_ms)], ["lag", "Schedule lag p99", e => ms(e.lag_p99_ms)]];
+  cardDefs.forEach(([id, label]) => { const c = slEl("div", { className: "card", id: "count-" + id }, '<div class="label">' + label + '</div><div class="value">–</div>'); counters.appendChild(c); });
+
+  function render() {
+    const e = state.last; if (!e) return;
+    setText("node-arrivals-1", rate(e.arrival_rate)); setText("node-arrivals-2", e.scheduled + " scheduled"); setText("node-arrivals-3", "target " + e.target);
+    setText("node-queue-1", e.queue); setText("node-queue-2", e.dropped + " dropped"); setText("node-queue-3", "lag p99 " + ms(e.lag_p99_ms));
+    setText("node-inflight-1", e.in_flight); setText("node-inflight-2", "sending " + rate(e.send_rate)); setText("node-inflight-3", "");
+    const g = e.gauges || {};
+    const gk = Object.keys(g);
+    setText("node-target-1", gk.length ? slFmt(g[gk[0]]) : "–"); setText("node-target-2", gk.length ? gk[0] : "no telemetry");
+    setText("node-target-3", gk.slice(1, 3).map(k => k + " " + slFmt(g[k])).join(" · "));
+    setText("node-responses-1", rate(e.completion_rate)); setText("node-responses-2", e.ok + " ok · " + e.failed + " failed"); setText("node-responses-3", e.cancelled + " cancelled");
+    setText("edge-0", rate(e.arrival_rate)); setText("edge-1", rate(e.send_rate)); setText("edge-2", e.in_flight + " open"); setText("edge-3", rate(e.completion_rate));
+    for (let i = 0; i < 4; i++) { const f = document.getElementById("flow-" + i); if (f) f.style.opacity = state.finished ? 0 : 1; }
+    cardDefs.forEach(([id, label, fn]) => { counters.querySelector("#count-" + id + " .value").textContent = fn(e); });
+    const H = state.entries, t = H.map(x => x.elapsed_s);
+    const curves = document.getElementById("curves");
+    const tgt = H.map(x => { const m = /^([0-9.]+)\s*req\/s$/.exec(x.target || ""); return m ? parseFloat(m[1]) : null; });
+    const thr = [slLine("arrivals/s", t, H.map(x => x.arrival_rate)), slLine("sent/s", t, H.map(x => x.send_rate)), slLine("completed/s", t, H.map(x => x.completion_rate), { line: { width: 3 } })];
+    if (tgt.some(v => v !== null)) thr.unshift(slLine("target req/s", t, tgt, { line: { dash: "dash", color: "#111" } }));
+    slChart(curves, "live-throughput", "Throughput (per second)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-latency", "Latency so far (ms)", [slLine("TTFT p50", t, H.map(x => x.ttft_p50_ms)), slLine("TTFT p99", t, H.map(x => x.ttft_p99_ms)),
+      slLine("E2E p50", t, H.map(x => x.e2e_p50_ms)), slLine("E2E p99", t, H.map(x => x.e2e_p99_ms))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-inflight", "In flight and client queue", [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    if (state.points.length) {
+      const p = state.points;
+      slChart(document.getElementById("sweep"), "live-sweep", "Sweep: throughput against latency", [slLine("TTFT p99", p.map(r => r.throughput), p.map(r => r.ttft_p99_ms), { mode: "lines+markers" }),
+        slLine("E2E p99", p.map(r => r.throughput), p.map(r => r.e2e_p99_ms), { mode: "lines+markers" })], { xaxis: { title: { text: "throughput (req/s)" } }, hovermode: "closest" });
+    }
+  }
+  async function poll() {
+    try {
+      const r = await fetch("api/state?since=" + state.seq + q, { cache: "no-store" });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const d = await r.json();
+      state.polls += 1;
+      if (d.seq < state.seq) { state.entries = []; }  // a new run behind the same address: start over
+      state.entries = state.entries.concat(d.history);
+      state.seq = d.seq; state.points = d.points || []; state.finished = d.finished;
+      if (d.history.length) state.last = d.history[d.history.length - 1];
+      document.getElementById("status").textContent = (d.finished ? "run finished" : "live") + " · " + state.entries.length + " samples";
+      render();
+    } catch (err) {
+      state.errors += 1;
+      document.getElementById("status").textContent = (state.finished ? "run finished · " : "") + "disconnected, retrying… (" + err.message + ")";
+    }
+    setTimeout(poll, 1000);
+  }
+  document.querySelector("header .sub").appendChild(document.getElementById("status"));
+  poll();
+})();
+"""
+
+
+def render_page(title: str) -> str:
+    return page(
+        f"{title} — live", "updates every second · 127.0.0.1 only", _CSS + _BODY, [_JS], inline_plotly=False,
+        script_srcs=["plotly.min.js"],
+    )  # fmt: skip

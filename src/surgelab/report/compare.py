@@ -1,0 +1,247 @@
+"""Comparing runs: differences with bootstrap confidence intervals and a verdict per metric.
+
+Method (stated in every comparison report): the first run is the baseline. For each run the
+measured requests (after warm-up) are resampled with replacement, ``resamples`` times, with a
+seeded generator; each resample recomputes the metric (percentiles over the resampled
+requests' values, ITL over all gaps of the resampled requests, throughput as resampled
+successes ending in the window ÷ its length). Baseline and candidate are resampled
+independently, and the 95 % interval of the difference is the 2.5th–97.5th percentile of the
+resampled differences (percentile bootstrap). A difference is *significant* when that interval
+excludes zero **and** it exceeds ``min_effect`` of the baseline (5 % by default, so that two
+runs of one configuration that differ by a hair are not called different) **and**, for
+latencies, the client's own timing resolution (the larger schedule-lag P99 of the two runs:
+a client whose sends wobble by that much cannot resolve finer latency differences); its
+direction then makes it *better* or *worse*; otherwise *not significant*.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
+
+__all__ = ["CompareData", "MetricComparison", "compare_runs", "METHOD"]
+
+METHOD = (__doc__ or "").split("Method (stated in every comparison report): ", 1)[-1].replace("\n", " ").strip()
+
+
+@dataclass
+class _Sample:
+    """One run's measured requests, arranged so that any resample is O(n)."""
+
+    n: int
+    window_s: float
+    ok_in_window: np.ndarray  # bool per request
+    tokens_in_window: np.ndarray  # output tokens of those, 0 otherwise
+    done: np.ndarray  # ok or failed (error-rate denominator)
+    failed: np.ndarray
+    ttft: np.ndarray  # ms per request, NaN when none
+    e2e: np.ndarray
+    itl: np.ndarray  # flat gaps, ms
+    itl_parent: np.ndarray  # request index of each gap
+
+
+def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> _Sample:
+    keep = c.measured
+    state = c.state[keep]
+    ok = state == "ok"
+    end = c.end[keep]
+    start = run_info.get("window_start_s") or summary.get("load", {}).get("warmup_s") or 0.0
+    stop = run_info.get("stopped_at_s") or (start + (summary.get("duration_s") or 0.0))
+    window = float(summary.get("duration_s") or max(stop - start, 1e-9))
+    in_window = ok & (end >= start) & (end <= stop)
+    failed = np.isin(state, ["http_error", "timeout", "connection_error", "protocol_error"])
+    itl_lists = [c.itl[i] for i in np.flatnonzero(keep)]
+    lengths = np.array([len(x) if s == "ok" else 0 for x, s in zip(itl_lists, state)], dtype=np.int64)
+    flat = np.concatenate([x for x, s in zip(itl_lists, state) if s == "ok"] or [np.zeros(0)]) * 1000.0
+    return _Sample(
+        n=int(keep.sum()),
+        window_s=window,
+        ok_in_window=in_window,
+        tokens_in_window=np.where(in_window, np.nan_to_num(c.output[keep]), 0.0),
+        done=ok | failed,
+        failed=failed,
+        ttft=np.where(ok, c.ttft()[keep] * 1000.0, np.nan),
+        e2e=np.where(ok, c.e2e()[keep] * 1000.0, np.nan),
+        itl=flat,
+        itl_parent=np.repeat(np.arange(len(lengths)), lengths),
+    )
+
+
+class _Weighted:
+    """Percentiles of one value column under per-request resampling weights."""
+
+    def __init__(self, values: np.ndarray, parent: np.ndarray | None = None) -> None:
+        finite = np.isfinite(values)
+        order = np.argsort(values[finite], kind="stable")
+        self.sorted = values[finite][order]
+        idx = np.flatnonzero(finite) if parent is None else parent[finite]
+        self.parent = idx[order]
+
+    def percentile(self, weights: np.ndarray | None, q: float) -> float:
+        if self.sorted.size == 0:
+            return float("nan")
+        if weights is None:
+            return float(np.percentile(self.sorted, q))
+        cw = np.cumsum(weights[self.parent])
+        if cw[-1] <= 0:
+            return float("nan")
+        i = int(np.searchsorted(cw, q / 100.0 * cw[-1]))
+        return float(self.sorted[min(i, self.sorted.size - 1)])
+
+
+Stat = Callable[[_Sample, "np.ndarray | None", dict[str, _Weighted]], float]
+
+
+def _sum(mask: np.ndarray, w: np.ndarray | None) -> float:
+    return float(mask.sum()) if w is None else float(w[mask].sum())
+
+
+def _error_rate(s: _Sample, w: np.ndarray | None, _: dict[str, _Weighted]) -> float:
+    done = _sum(s.done, w)
+    return _sum(s.failed, w) / done * 100.0 if done else float("nan")
+
+
+def _pct(name: str, q: float) -> Stat:
+    return lambda s, w, cols: cols[name].percentile(w, q)
+
+
+@dataclass(frozen=True)
+class _Metric:
+    id: str
+    label: str
+    unit: str
+    better: str  # "lower" or "higher"
+    stat: Stat
+
+
+METRICS = (
+    _Metric("throughput", "throughput", "req/s", "higher", lambda s, w, _: _sum(s.ok_in_window, w) / s.window_s),
+    _Metric("output_tokens", "output tokens", "tok/s", "higher",
+            lambda s, w, _: float((s.tokens_in_window if w is None else s.tokens_in_window * w).sum()) / s.window_s),
+    _Metric("error_rate", "error rate", "%", "lower", _error_rate),
+    _Metric("ttft_p50", "TTFT p50", "ms", "lower", _pct("ttft", 50)),
+    _Metric("ttft_p99", "TTFT p99", "ms", "lower", _pct("ttft", 99)),
+    _Metric("itl_p50", "ITL p50", "ms", "lower", _pct("itl", 50)),
+    _Metric("itl_p99", "ITL p99", "ms", "lower", _pct("itl", 99)),
+    _Metric("e2e_p50", "E2E p50", "ms", "lower", _pct("e2e", 50)),
+    _Metric("e2e_p99", "E2E p99", "ms", "lower", _pct("e2e", 99)),
+)  # fmt: skip
+
+
+@dataclass
+class MetricComparison:
+    id: str
+    label: str
+    unit: str
+    better: str
+    values: list[float | None]  # per run, exact (no resampling)
+    diffs: list[dict[str, Any]]  # per candidate run (runs[1:]): diff, rel, ci_low, ci_high, verdict
+
+
+@dataclass
+class CompareData:
+    """The versioned comparison model: terminal table and HTML page both render from it."""
+
+    runs: list[dict[str, Any]]
+    metrics: list[MetricComparison]
+    overlays: dict[str, Any]
+    method: str
+    seed: int
+    resamples: int
+    min_effect: float
+    resolution_ms: list[float] = field(default_factory=list)
+    version: int = REPORT_VERSION
+    kind: str = "compare"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+    def verdicts(self, run: int = 1) -> dict[str, str]:
+        return {m.id: m.diffs[run - 1]["verdict"] for m in self.metrics}
+
+
+def _finite(v: float) -> float | None:
+    return round(float(v), 4) if np.isfinite(v) else None
+
+
+def _bootstrap(stat: Stat, s: _Sample, cols: dict[str, _Weighted], rng: np.random.Generator, b: int) -> np.ndarray:
+    out = np.empty(b)
+    for i in range(b):
+        w = np.bincount(rng.integers(0, s.n, s.n), minlength=s.n).astype(np.float64) if s.n else None
+        out[i] = stat(s, w, cols)
+    return out
+
+
+def _verdict(metric: _Metric, base: float, diff: float, lo: float, hi: float, min_effect: float, floor: float) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(diff)):
+        return "not significant"
+    if lo <= 0 <= hi or (metric.unit == "ms" and abs(diff) < floor):
+        return "not significant"
+    scale = abs(base) if np.isfinite(base) and base != 0 else 0.0
+    if scale and abs(diff) < min_effect * scale:
+        return "not significant"
+    improved = diff < 0 if metric.better == "lower" else diff > 0
+    return "better" if improved else "worse"
+
+
+def _labels(run_dirs: Sequence[Path]) -> list[str]:
+    names = [p.name for p in run_dirs]
+    return names if len(set(names)) == len(names) else [str(p) for p in run_dirs]
+
+
+def compare_runs(
+    run_dirs: Sequence[Path | str], *, seed: int = 0, resamples: int = 1000, min_effect: float = 0.05
+) -> CompareData:
+    """Compare every run with the first (the baseline)."""
+    paths = [Path(p) for p in run_dirs]
+    if len(paths) < 2:
+        raise ValueError("compare needs at least two runs")
+    reports = [build_report_data(p) for p in paths]
+    samples, columns = [], []
+    for path, rep in zip(paths, reports):
+        s = _sample(load_columns(path), rep.summary, rep.run_info)
+        samples.append(s)
+        columns.append({"ttft": _Weighted(s.ttft), "e2e": _Weighted(s.e2e), "itl": _Weighted(s.itl, s.itl_parent)})
+    floors = [r.summary["schedule_lag_ms"].get("p99") or 0.0 for r in reports]  # the client's timing resolution
+    metrics = []
+    for k, metric in enumerate(METRICS):
+        values = [metric.stat(s, None, cols) for s, cols in zip(samples, columns)]
+        rng = np.random.default_rng([seed, k])
+        base_boot = _bootstrap(metric.stat, samples[0], columns[0], rng, resamples)
+        diffs = []
+        for s, cols, value, floor in zip(samples[1:], columns[1:], values[1:], floors[1:]):
+            boot = _bootstrap(metric.stat, s, cols, rng, resamples) - base_boot
+            boot = boot[np.isfinite(boot)]
+            lo, hi = (np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan))
+            diff = value - values[0]
+            rel = diff / values[0] if np.isfinite(values[0]) and values[0] else float("nan")
+            diffs.append({"diff": _finite(diff), "rel": _finite(rel), "ci_low": _finite(lo), "ci_high": _finite(hi),
+                          "verdict": _verdict(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor))})  # fmt: skip
+        metrics.append(MetricComparison(metric.id, metric.label, metric.unit, metric.better, [_finite(v) for v in values], diffs))
+    labels = _labels(paths)
+    runs = [
+        {"label": label, "run_dir": str(p), "name": r.name, "target": r.summary.get("target", {}),
+         "valid": r.summary["validity"]["valid"], "measured": r.summary["requests"]["measured"]}
+        for label, p, r in zip(labels, paths, reports)
+    ]  # fmt: skip
+    overlays = {
+        "cdfs": {label: r.cdfs for label, r in zip(labels, reports)},
+        "timeseries": {
+            label: {"t": r.timeseries["t"], "throughput_per_s": r.timeseries["throughput_per_s"],
+                    "ttft_p99": r.timeseries["ttft_ms"]["p99"], "e2e_p99": r.timeseries["e2e_ms"]["p99"]}
+            for label, r in zip(labels, reports)
+        },
+    }  # fmt: skip
+    notes = [f"{run['label']} is INVALID (the client distorted its load)" for run in runs if not run["valid"]]
+    return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors], notes=notes)

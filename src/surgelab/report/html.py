@@ -1,0 +1,214 @@
+"""``report.html``: one self-contained page (plotly embedded) drawn from ``ReportData``.
+
+The page carries the model as JSON (``<script id="report-data">``) and draws every chart from
+it in the browser. It exposes ``window.SURGELAB_REPORT`` (the model) and
+``window.SURGELAB_CHARTS`` (for each chart drawn: its trace names and point counts), which is
+what the browser tests assert on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from surgelab.report.assets import plotly_js, script_safe
+from surgelab.report.model import ReportData
+
+__all__ = ["REPORT_FILE", "render_html", "page", "BASE_CSS", "CHART_JS"]
+
+REPORT_FILE = "report.html"
+
+BASE_CSS = """
+:root { --fg:#1f2937; --muted:#6b7280; --line:#e5e7eb; --good:#15803d; --bad:#b91c1c; --accent:#2563eb; }
+* { box-sizing: border-box; }
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0; background: #f8fafc; }
+header { background: #0f172a; color: #f8fafc; padding: 14px 24px; }
+header h1 { margin: 0; font-size: 20px; } header .sub { color: #cbd5e1; font-size: 13px; }
+main { padding: 16px 24px; max-width: 1400px; margin: auto; }
+h2 { font-size: 16px; margin: 22px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 10px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
+.card .label { color: var(--muted); font-size: 12px; } .card .value { font-size: 22px; font-weight: 600; }
+.card .unit { font-size: 12px; color: var(--muted); margin-left: 3px; }
+.card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
+.grid3 { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 12px; }
+.chart { background: #fff; border: 1px solid var(--line); border-radius: 8px; min-height: 340px; overflow: hidden; }
+table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 6px 0; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.pass { color: var(--good); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
+.ns { color: var(--muted); } .note { color: var(--muted); font-size: 12px; }
+"""
+
+CHART_JS = r"""
+window.SURGELAB_CHARTS = window.SURGELAB_CHARTS || {};
+const SL_COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
+function slChart(parent, id, title, traces, layout) {
+  let div = document.getElementById(id);
+  const isNew = !div;
+  if (isNew) { div = document.createElement("div"); div.id = id; div.className = "chart"; parent.appendChild(div); }
+  traces = traces.filter(t => t && ((t.x && t.x.length) || (t.y && t.y.length)));
+  const base = { title: { text: title, font: { size: 14 } }, margin: { l: 60, r: 20, t: 40, b: 80 },
+                 legend: { orientation: "h", y: -0.3 }, height: 340, hovermode: "x unified" };
+  const full = Object.assign(base, layout || {});
+  if (isNew || !div.data) { Plotly.newPlot(div, traces, full, { displayModeBar: false, responsive: true }); }
+  else { Plotly.react(div, traces, full); }
+  window.SURGELAB_CHARTS[id] = { title: title, traces: traces.map(t => t.name || ""),
+    points: traces.map(t => (t.x || t.y || []).filter(v => v !== null).length) };
+  return div;
+}
+function slSettle() {  // charts drawn before their grid filled up take their final width now
+  Promise.all(Array.from(document.querySelectorAll(".chart")).map(d => Plotly.Plots.resize(d)))
+    .then(() => { window.SURGELAB_READY = true; });
+}
+function slLine(name, x, y, extra) { return Object.assign({ name: name, x: x, y: y, type: "scatter", mode: "lines" }, extra || {}); }
+function slFmt(v, digits) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v !== "number") return String(v);
+  const a = Math.abs(v); const d = digits !== undefined ? digits : (a >= 100 ? 0 : a >= 10 ? 1 : 2);
+  return v.toLocaleString(undefined, { minimumFractionDigits: d, maximumFractionDigits: d });
+}
+function slEl(tag, attrs, html) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (html !== undefined) e.innerHTML = html; return e; }
+function slTable(parent, head, rows) {
+  const t = slEl("table");
+  t.appendChild(slEl("tr", {}, head.map(h => "<th>" + h + "</th>").join("")));
+  rows.forEach(r => t.appendChild(slEl("tr", {}, r.map(c => "<td>" + c + "</td>").join(""))));
+  parent.appendChild(t); return t;
+}
+"""
+
+_REPORT_JS = r"""
+(function () {
+  const D = JSON.parse(document.getElementById("report-data").textContent);
+  window.SURGELAB_REPORT = D;
+  const S = D.summary, T = D.timeseries, root = document.getElementById("report");
+  const section = (title, cls) => { root.appendChild(slEl("h2", {}, title)); const g = slEl("div", { className: cls || "grid2" }); root.appendChild(g); return g; };
+
+  const cards = section("Summary", "cards");
+  D.cards.forEach(c => {
+    const e = slEl("div", { className: "card " + (c.status || ""), title: c.detail || "" });
+    e.id = "card-" + c.id;
+    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>";
+    cards.appendChild(e);
+  });
+  const thr = S.thresholds || [];
+  if (thr.length) {
+    const box = slEl("div"); root.appendChild(box);
+    slTable(box, ["threshold", "observed", "verdict"], thr.map(t => [t.expr, t.observed === null ? "no data" : t.metric.includes("(") ? slFmt(1000 * t.observed) + " ms" : slFmt(t.observed, 4),
+      t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
+  }
+  if (!S.validity.valid) root.appendChild(slEl("p", { className: "fail" }, "Run INVALID: " + S.validity.reasons.join("; ")));
+
+  const warm = T.warmup_end_s ? { shapes: [{ type: "rect", xref: "x", yref: "paper", x0: 0, x1: T.warmup_end_s, y0: 0, y1: 1,
+    fillcolor: "#94a3b8", opacity: 0.15, line: { width: 0 } }] } : {};
+  const xs = { xaxis: { title: { text: "time (s)" } } };
+  const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
+
+  const load = section("Load: target against achieved");
+  const tgt = T.target;
+  const loadTraces = [slLine("arrivals/s", T.t, T.arrivals_per_s), slLine("sent/s", T.t, T.sends_per_s),
+                      slLine("throughput (ok)/s", T.t, T.throughput_per_s, { line: { width: 3 } })];
+  if (tgt && tgt.unit === "req/s") loadTraces.unshift(slLine("target (req/s)", T.t, tgt.level, { line: { dash: "dash", color: "#111", shape: "hv" } }));
+  slChart(load, "chart-load", "Requests per second (1 s windows)", loadTraces, lay("per second"));
+  const flight = [slLine("in flight (measured)", T.t, T.in_flight), slLine("Little's Law λ·W", T.t, T.littles_law, { line: { dash: "dot" } })];
+  if (tgt && tgt.unit === "users") flight.unshift(slLine("target users", T.t, tgt.level, { line: { dash: "dash", color: "#111" } }));
+  slChart(load, "chart-inflight", "In flight against Little's Law (L = λW)", flight, lay("requests"));
+
+  const lat = section("Latency over time (1 s windows, by completion)");
+  slChart(lat, "chart-ttft-time", "TTFT percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.ttft_ms[q], { connectgaps: false })), lay("ms"));
+  slChart(lat, "chart-e2e-time", "E2E percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.e2e_ms[q])), lay("ms"));
+
+  const dist = section("Distributions (CDF, measured successes)", "grid3");
+  [["cdf-ttft", "TTFT", D.cdfs.ttft_ms], ["cdf-itl", "Inter-token latency", D.cdfs.itl_ms], ["cdf-e2e", "E2E", D.cdfs.e2e_ms]].forEach(([id, name, c]) =>
+    slChart(dist, "chart-" + id, name + " CDF", [slLine(name, c.x, c.p)], { xaxis: { title: { text: "ms" } }, yaxis: { title: { text: "fraction ≤ x" }, range: [0, 1] }, hovermode: "closest" }));
+
+  const err = section("Errors and schedule lag");
+  const states = Object.keys(T.errors).filter(k => T.errors[k].some(v => v > 0));
+  const errTraces = states.length ? states.map(k => ({ name: k, x: T.t, y: T.errors[k], type: "bar" }))
+    : [slLine("all failure states (none)", T.t, T.t.map(() => 0))];
+  slChart(err, "chart-errors", "Requests ending in a failure state, per second", errTraces, lay("per second", { barmode: "stack" }));
+  slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
+
+  const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"]];
+  const bd = section("Breakdowns: per class, per tier, per phase", "grid3");
+  groups.forEach(([key, label]) => {
+    const g = D.breakdowns[key] || {}; const names = Object.keys(g);
+    if (!names.length) return;
+    const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
+    slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
+      { barmode: "group", hovermode: "closest" });
+  });
+  const bdt = slEl("div"); root.appendChild(bdt);
+  groups.forEach(([key, label]) => {
+    const g = D.breakdowns[key] || {};
+    slTable(bdt, [label, "measured", "req/s", "goodput/s", "error rate", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"],
+      Object.keys(g).map(k => [k, g[k].measured, slFmt(g[k].throughput), slFmt(g[k].goodput), slFmt(100 * g[k].error_rate) + " %",
+        slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));
+  });
+
+  if (D.telemetry) {
+    const tel = section("Server telemetry");
+    const names = Object.keys(D.telemetry.series);
+    slChart(tel, "chart-telemetry", "Server gauges (1 s means)", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n])), lay("value"));
+    slChart(tel, "chart-telemetry-overlay", "Server gauges against in flight", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n], { yaxis: "y2" }))
+      .concat([slLine("client in flight", T.t, T.in_flight, { line: { width: 3, color: "#111" } })]),
+      lay("client in flight", { yaxis2: { overlaying: "y", side: "right", title: { text: "gauge" } } }));
+  }
+  const X = D.extensions || {};
+  if (X.sweep && X.sweep.points.length) {
+    const sw = section("Sweep: throughput against latency");
+    const p = X.sweep.points;
+    const tr = [slLine("TTFT p99", p.map(r => r.throughput), p.map(r => r.ttft_p99_ms), { mode: "lines+markers" }),
+                slLine("E2E p99", p.map(r => r.throughput), p.map(r => r.e2e_p99_ms), { mode: "lines+markers" })];
+    const shapes = [], ann = [];
+    const slo = X.sweep.slo_ms || {};
+    Object.keys(slo).forEach(k => { if (slo[k] !== null && slo[k] !== undefined) { shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }); ann.push({ xref: "paper", x: 1, y: slo[k], text: k + " SLO", showarrow: false, yanchor: "bottom", xanchor: "right" }); } });
+    if (X.sweep.knee && X.sweep.knee.throughput !== undefined) { shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: X.sweep.knee.throughput, x1: X.sweep.knee.throughput, line: { dash: "dot", color: "#111" } }); ann.push({ yref: "paper", y: 1, x: X.sweep.knee.throughput, text: "knee", showarrow: false }); }
+    slChart(sw, "chart-sweep", "Throughput–latency curve", tr, { xaxis: { title: { text: "throughput (req/s)" } }, yaxis: { title: { text: "ms" } }, shapes: shapes, annotations: ann, hovermode: "closest" });
+    slChart(sw, "chart-sweep-load", "Offered against achieved", [slLine("achieved", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" })], { xaxis: { title: { text: "offered" } }, yaxis: { title: { text: "req/s" } }, hovermode: "closest" });
+    if (X.sweep.plan) { const pb = slEl("div"); root.appendChild(pb); slTable(pb, ["capacity plan", "value"], Object.keys(X.sweep.plan).map(k => [k, JSON.stringify(X.sweep.plan[k])])); }
+  }
+  if (X.fleet && X.fleet.t) {
+    const fl = section("Simulation: fleet timeline");
+    const F = X.fleet;
+    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("count"));
+    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost"));
+  }
+  slSettle();
+})();
+"""
+
+
+def page(
+    title: str, subtitle: str, body: str, scripts: list[str], *, inline_plotly: bool = True, script_srcs: Sequence[str] = ()
+) -> str:  # fmt: skip
+    """A complete page: CSS, plotly (inline, or from ``script_srcs``), the chart helpers, ``scripts`` in order."""
+    parts = [f"<script>{script_safe(plotly_js())}</script>"] if inline_plotly else []
+    parts += [f'<script src="{escape(src)}"></script>' for src in script_srcs]
+    parts.append(f"<script>{CHART_JS}</script>")
+    parts += [f"<script>{s}</script>" for s in scripts]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{BASE_CSS}</style></head><body>"
+        f'<header><h1>{escape(title)}</h1><div class="sub">{escape(subtitle)}</div></header>'
+        f"<main>{body}</main>{''.join(parts)}</body></html>\n"
+    )
+
+
+def render_html(data: ReportData) -> str:
+    s = data.summary
+    target = s.get("target", {})
+    subtitle = (
+        f"{s.get('mode', '')} loop · {target.get('url', '')} · {target.get('model', '')} · started {s.get('started_at', '')}"
+        f" · {s.get('stop_reason', '')} · report v{data.version}"
+    )
+    body = (
+        f'<script type="application/json" id="report-data">{script_safe(data.to_json())}</script>'
+        '<div id="report"></div>'
+        '<p class="note">Generated by surgelab from records.parquet and summary.json; latencies are measured from the '
+        "intended send time. Shaded: warm-up (excluded from the summary).</p>"
+    )
+    return page(f"surgelab report — {data.name}", subtitle, body, [_REPORT_JS])
+

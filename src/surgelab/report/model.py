@@ -1,0 +1,313 @@
+"""The one versioned result model every report renders from: ``ReportData``.
+
+Built from a run directory (records + ``summary.json`` + ``run.json`` + the resolved
+scenario, and ``telemetry.parquet`` when a scraper wrote one). Terminal, JSON and HTML
+outputs are peers that only read it (``report.outputs``). Every series is small and bounded:
+time series in 1 s windows, CDFs resampled to at most ``CDF_POINTS`` quantiles.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from surgelab.metrics.store import read_records
+
+__all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
+
+REPORT_VERSION = 1
+CDF_POINTS = 400
+WINDOW_S = 1.0
+_NS = 1e9
+_STATES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped")
+
+
+@dataclass
+class ReportData:
+    """Everything a report shows, JSON-ready (lists and numbers only)."""
+
+    kind: str  # "run"; sweeps and simulations add their own sections (``extensions``)
+    name: str
+    run_dir: str
+    summary: dict[str, Any]
+    run_info: dict[str, Any]
+    cards: list[dict[str, Any]]
+    timeseries: dict[str, Any]
+    cdfs: dict[str, dict[str, list[float]]]
+    breakdowns: dict[str, dict[str, dict[str, Any]]]
+    telemetry: dict[str, Any] | None = None
+    extensions: dict[str, Any] = field(default_factory=dict)
+    version: int = REPORT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+@dataclass
+class RunColumns:
+    """The record columns reports need, as numpy arrays (seconds, NaN where null)."""
+
+    state: np.ndarray
+    phase: np.ndarray
+    warmup: np.ndarray
+    intended: np.ndarray
+    sent: np.ndarray
+    first_token: np.ndarray
+    end: np.ndarray
+    output: np.ndarray
+    itl: list[np.ndarray]  # per request, seconds
+
+    @property
+    def measured(self) -> np.ndarray:
+        return ~self.warmup
+
+    def ttft(self) -> np.ndarray:
+        return self.first_token - self.intended
+
+    def e2e(self) -> np.ndarray:
+        return self.end - self.intended
+
+    def ok(self) -> np.ndarray:
+        return self.state == "ok"
+
+
+def _secs(table: pa.Table, name: str) -> np.ndarray:
+    return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False) / _NS
+
+
+def load_columns(run_dir: Path | str) -> RunColumns:
+    table = read_records(run_dir)
+    lengths = np.nan_to_num(pc.list_value_length(table["itl_us"]).to_numpy(zero_copy_only=False).astype(float))
+    flat = pc.list_flatten(table["itl_us"]).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
+    splits = np.cumsum(lengths.astype(np.int64))[:-1] if len(lengths) else []
+    return RunColumns(
+        state=table["state"].to_numpy(zero_copy_only=False).astype(str),
+        phase=table["phase"].to_numpy(zero_copy_only=False).astype(str),
+        warmup=table["warmup"].to_numpy(zero_copy_only=False).astype(bool),
+        intended=_secs(table, "intended_ns"),
+        sent=_secs(table, "sent_ns"),
+        first_token=_secs(table, "first_token_ns"),
+        end=_secs(table, "end_ns"),
+        output=table["output_tokens"].cast(pa.float64()).to_numpy(zero_copy_only=False),
+        itl=np.split(flat, splits) if len(lengths) else [],
+    )
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    if value is None or not np.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
+def _list(values: np.ndarray, digits: int = 3) -> list[float | None]:
+    return [_r(v, digits) for v in np.asarray(values, dtype=float)]
+
+
+def cdf(values: np.ndarray, points: int = CDF_POINTS) -> dict[str, list[float]]:
+    """An empirical CDF as (x, p): exact quantiles at ``points`` evenly spaced probabilities."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return {"x": [], "p": []}
+    n = min(points, values.size)
+    p = np.linspace(0.0, 1.0, n)
+    return {"x": _list(np.quantile(values, p), 3), "p": _list(p, 4)}
+
+
+# ---------------------------------------------------------------------------------- series
+
+
+def _window_index(t: np.ndarray, n: int) -> np.ndarray:
+    idx = np.floor(np.nan_to_num(t, nan=-1.0) / WINDOW_S).astype(np.int64)
+    return np.where((idx >= 0) & (idx < n) & np.isfinite(t), idx, -1)
+
+
+def _counts(t: np.ndarray, n: int) -> np.ndarray:
+    idx = _window_index(t, n)
+    return np.bincount(idx[idx >= 0], minlength=n).astype(float)[:n]
+
+
+def _percentiles_by_window(t: np.ndarray, values: np.ndarray, n: int, qs: tuple[int, ...]) -> dict[str, list]:
+    idx = _window_index(t, n)
+    keep = (idx >= 0) & np.isfinite(values)
+    idx, values = idx[keep], values[keep]
+    out: dict[str, list] = {f"p{q}": [None] * n for q in qs}
+    if idx.size == 0:
+        return out
+    order = np.argsort(idx, kind="stable")
+    idx, values = idx[order], values[order]
+    bounds = np.searchsorted(idx, np.arange(n + 1))
+    for w in range(n):
+        chunk = values[bounds[w] : bounds[w + 1]]
+        if chunk.size:
+            for q, v in zip(qs, np.percentile(chunk, qs)):
+                out[f"p{q}"][w] = _r(v * 1000.0, 2)
+    return out
+
+
+def _mean_in_flight(sent: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Time-average number of requests between send and end in each window (exact)."""
+    ok = np.isfinite(sent)
+    s = np.sort(sent[ok])
+    e = np.sort(np.where(np.isfinite(end[ok]), end[ok], np.inf))
+    cs, ce = np.concatenate([[0.0], np.cumsum(s)]), np.concatenate([[0.0], np.cumsum(np.where(np.isinf(e), 0, e))])
+
+    def integral(T: float) -> float:  # ∫₀ᵀ in-flight(t) dt = Σ_{sent<T} (min(end, T) − sent)
+        ns, ne = np.searchsorted(s, T), np.searchsorted(e, T)
+        return ce[ne] + T * (ns - ne) - cs[ns]
+
+    area = np.array([integral(float(T)) for T in edges])
+    return np.diff(area) / np.diff(edges)
+
+
+def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
+    """The planned level over time from the resolved scenario; None when it cannot be read."""
+    try:
+        from surgelab.scenario import load_scenario
+
+        scenario = load_scenario(run_dir / "scenario.yaml")
+    except Exception:  # a report never fails because the scenario no longer loads
+        return None
+    starts = {p["name"]: (p["start_s"], p["end_s"]) for p in run_info.get("phases", [])}
+    modes: set[str] = set()
+    total = np.zeros_like(times)
+    for phase in scenario.phase_list:
+        start, end = starts.get(phase.name, (phase.start, phase.start + phase.load.planned_duration))
+        inside = (times >= start) & (times < end)
+        if inside.any():
+            total[inside] += phase.load.shape.level(times[inside] - start)
+        modes.add(phase.load.mode)
+    unit = "req/s" if modes == {"open"} else "users" if modes == {"closed"} else "mixed"
+    return {"unit": unit, "level": _list(total, 3)}
+
+
+def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    n = max(int(np.ceil(wall_s / WINDOW_S)), 1)
+    edges = np.arange(n + 1) * WINDOW_S
+    ok = c.ok()
+    ended_ok = np.where(ok, c.end, np.nan)
+    service = c.end - c.sent
+    done = np.isfinite(c.sent) & np.isfinite(c.end)
+    idx_end = _window_index(np.where(done, c.end, np.nan), n)
+    service_sum = np.bincount(idx_end[idx_end >= 0], weights=service[idx_end >= 0], minlength=n)[:n]
+    tokens = np.bincount(
+        _window_index(ended_ok, n)[_window_index(ended_ok, n) >= 0],
+        weights=np.nan_to_num(c.output)[_window_index(ended_ok, n) >= 0],
+        minlength=n,
+    )[:n]
+    when = np.where(np.isfinite(c.end), c.end, c.intended)  # dropped requests end when dropped
+    errors = {s: _list(_counts(np.where(c.state == s, when, np.nan), n), 0) for s in _STATES if s != "ok"}
+    lag = (c.sent - c.intended) * 1000.0
+    lag_windows = _percentiles_by_window(c.intended, lag / 1000.0, n, (50, 99))
+    return {
+        "window_s": WINDOW_S,
+        "t": _list(edges[:-1] + WINDOW_S / 2, 2),
+        "target": _target_series(run_dir, run_info, edges[:-1] + WINDOW_S / 2),
+        "arrivals_per_s": _list(_counts(c.intended, n) / WINDOW_S, 2),
+        "sends_per_s": _list(_counts(c.sent, n) / WINDOW_S, 2),
+        "throughput_per_s": _list(_counts(ended_ok, n) / WINDOW_S, 2),
+        "output_tokens_per_s": _list(tokens / WINDOW_S, 1),
+        "ttft_ms": _percentiles_by_window(ended_ok, c.ttft(), n, (50, 90, 99)),
+        "e2e_ms": _percentiles_by_window(ended_ok, c.e2e(), n, (50, 90, 99)),
+        "errors": errors,
+        "lag_ms": lag_windows,
+        "in_flight": _list(_mean_in_flight(c.sent, c.end, edges), 3),
+        "littles_law": _list(service_sum / WINDOW_S, 3),
+        "warmup_end_s": run_info.get("window_start_s"),
+        "lag_values_ms": cdf(lag[c.measured & np.isfinite(lag)]),
+    }
+
+
+# ---------------------------------------------------------------------------------- pieces
+
+
+def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    lat, req, thr = summary["latency_ms"], summary["requests"], summary["throughput"]
+    thresholds = summary.get("thresholds", [])
+    passed = sum(1 for t in thresholds if t["passed"])
+    validity = summary["validity"]
+    return [
+        {"id": "throughput", "label": "Throughput", "value": thr["requests_per_s"], "unit": "req/s"},
+        {"id": "tokens", "label": "Output tokens", "value": thr["output_tokens_per_s"], "unit": "tok/s"},
+        {"id": "goodput", "label": "Goodput", "value": summary["goodput"]["requests_per_s"], "unit": "req/s"},
+        {"id": "ttft_p50", "label": "TTFT P50", "value": lat["ttft"]["p50"], "unit": "ms"},
+        {"id": "ttft_p99", "label": "TTFT P99", "value": lat["ttft"]["p99"], "unit": "ms"},
+        {"id": "e2e_p50", "label": "E2E P50", "value": lat["e2e"]["p50"], "unit": "ms"},
+        {"id": "e2e_p99", "label": "E2E P99", "value": lat["e2e"]["p99"], "unit": "ms"},
+        {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
+        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none",
+         "unit": "", "status": "good" if summary.get("thresholds_passed", True) else "bad"},
+        {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
+         "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
+    ]  # fmt: skip
+
+
+def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in ("by_phase", "by_class", "by_tier"):
+        groups = summary.get(key) or {}
+        out[key] = {
+            name: {
+                "measured": b["requests"]["measured"],
+                "error_rate": b["requests"]["error_rate"],
+                "throughput": b["throughput"]["requests_per_s"],
+                "goodput": b["goodput"]["requests_per_s"],
+                "ttft_p50": b["latency_ms"]["ttft"]["p50"],
+                "ttft_p99": b["latency_ms"]["ttft"]["p99"],
+                "e2e_p50": b["latency_ms"]["e2e"]["p50"],
+                "e2e_p99": b["latency_ms"]["e2e"]["p99"],
+            }
+            for name, b in groups.items()
+        }
+    return out
+
+
+def _itl_values(c: RunColumns) -> np.ndarray:
+    parts = [c.itl[i] for i in np.flatnonzero(c.ok() & c.measured) if c.itl[i].size]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def build_report_data(run_dir: Path | str) -> ReportData:
+    """The report model of one run directory (run, or a sweep/simulation when its files exist)."""
+    from surgelab.report.extensions import extensions_for
+    from surgelab.report.telemetry import telemetry_series
+
+    run_dir = Path(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    c = load_columns(run_dir)
+    finite_end = c.end[np.isfinite(c.end)]
+    wall = run_info.get("wall_s") or summary.get("wall_s") or (float(finite_end.max()) if finite_end.size else 1.0)
+    measured_ok = c.ok() & c.measured
+    return ReportData(
+        kind="run",
+        name=summary.get("name", run_dir.name),
+        run_dir=str(run_dir),
+        summary=summary,
+        run_info=run_info,
+        cards=_cards(summary),
+        timeseries=_timeseries(c, run_dir, run_info, float(wall)),
+        cdfs={
+            "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),
+            "itl_ms": cdf(_itl_values(c) * 1000.0),
+            "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
+        },
+        breakdowns=_breakdowns(summary),
+        telemetry=telemetry_series(run_dir, float(wall)),
+        extensions=extensions_for(run_dir),
+    )

@@ -1,0 +1,82 @@
+"""Output formats as peers: each takes the one result model and ``finalize``s it.
+
+``TerminalOutput`` prints, ``JsonOutput`` writes the model as JSON, ``HtmlOutput`` writes the
+self-contained page. They read the same ``ReportData`` (a run) or ``CompareData`` (a
+comparison) and never compute figures of their own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from surgelab.report.compare import CompareData
+from surgelab.report.model import ReportData, build_report_data
+
+__all__ = ["TerminalOutput", "JsonOutput", "HtmlOutput", "write_run_report", "finalize_run"]
+
+Result = ReportData | CompareData
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+class TerminalOutput:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def finalize(self, result: Result) -> None:
+        if isinstance(result, CompareData):
+            from surgelab.report.compare_view import compare_table
+
+            self.console.print(compare_table(result))
+            return
+        from surgelab.report.terminal import print_summary, timeline
+
+        print_summary(result.summary, self.console)
+        self.console.print(timeline(result))
+
+
+class JsonOutput:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def finalize(self, result: Result) -> Path:
+        return _write(self.path, result.to_json())
+
+
+class HtmlOutput:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def finalize(self, result: Result) -> Path:
+        if isinstance(result, CompareData):
+            from surgelab.report.compare_view import render_compare_html
+
+            return _write(self.path, render_compare_html(result))
+        from surgelab.report.html import render_html
+
+        return _write(self.path, render_html(result))
+
+
+def write_run_report(run_dir: Path | str) -> Path:
+    """``report.html`` in a run directory, from its records and summary."""
+    from surgelab.report.html import REPORT_FILE
+
+    run_dir = Path(run_dir)
+    return HtmlOutput(run_dir / REPORT_FILE).finalize(build_report_data(run_dir))
+
+
+def finalize_run(run_dir: Path | str, console: Console) -> Path | None:
+    """Write ``report.html`` at the end of a run; a report problem never fails the run."""
+    try:
+        return write_run_report(run_dir)
+    except Exception as exc:  # the records and summary are already safe on disk
+        console.print(f"[yellow]warning:[/] report.html not written: {exc} (retry with `surgelab report {run_dir}`)")
+        return None

@@ -1,0 +1,81 @@
+"""Server telemetry overlays: ``telemetry.parquet`` in a run directory, when a scraper wrote one.
+
+Absent file, absent section. Two layouts are read: long (a time column, ``metric``/``name``
+and ``value``; with ``labels``, ``source`` and ``kind`` as ``surgelab.telemetry`` writes them,
+only gauges are drawn and the scraper's own ``up``/``scrape_duration_seconds`` are left out)
+and wide (a time column and one numeric column per gauge). The time column is
+``t_ns``/``time_ns`` (run clock, nanoseconds) or ``t_s``/``time_s`` (seconds). Each gauge is
+averaged over the report's 1 s windows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["TELEMETRY_FILE", "telemetry_series"]
+
+TELEMETRY_FILE = "telemetry.parquet"
+_TIME_COLUMNS = {"t_ns": 1e-9, "time_ns": 1e-9, "t_s": 1.0, "time_s": 1.0, "t": 1.0}
+_MAX_SERIES = 24
+_SCRAPER_OWN = ("up", "scrape_duration_seconds")
+
+
+def _numeric(column: pa.ChunkedArray) -> np.ndarray:
+    return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _gauges(table: pa.Table) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    time_col = next((c for c in _TIME_COLUMNS if c in table.column_names), None)
+    if time_col is None:
+        return None
+    t = _numeric(table[time_col]) * _TIME_COLUMNS[time_col]
+    names = table.column_names
+    key = "metric" if "metric" in names else "name" if "name" in names else None
+    if key is not None and "value" in names:
+        if "kind" in names:
+            keep = np.isin(table["kind"].to_numpy(zero_copy_only=False).astype(str), ["gauge", "untyped", "unknown"])
+            keep &= ~np.isin(table[key].to_numpy(zero_copy_only=False).astype(str), list(_SCRAPER_OWN))
+            table, t = table.filter(pa.array(keep)), t[keep]
+        labels = table[key].to_numpy(zero_copy_only=False).astype(str)
+        if "source" in names and len(set(table["source"].to_pylist())) > 1:
+            labels = np.char.add(np.char.add(table["source"].to_numpy(zero_copy_only=False).astype(str), ":"), labels)
+        if "labels" in names:
+            extra = table["labels"].to_numpy(zero_copy_only=False).astype(str)
+            labels = np.array([f"{a}{{{b}}}" if b not in ("", "None") else a for a, b in zip(labels, extra)])
+        values = _numeric(table["value"])
+        return t, {name: (t[labels == name], values[labels == name]) for name in np.unique(labels)}  # type: ignore[misc]
+    series = {}
+    for name in names:
+        kind = table.schema.field(name).type
+        if name not in _TIME_COLUMNS and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            series[name] = (t, _numeric(table[name]))
+    return t, series  # type: ignore[return-value]
+
+
+def telemetry_series(run_dir: Path | str, wall_s: float) -> dict[str, Any] | None:
+    """Gauges averaged per 1 s window on the run clock, or None without telemetry."""
+    path = Path(run_dir) / TELEMETRY_FILE
+    if not path.exists():
+        return None
+    try:
+        parsed = _gauges(pq.read_table(path))
+    except Exception:  # unreadable telemetry never breaks a report
+        return None
+    if parsed is None:
+        return None
+    n = max(int(np.ceil(wall_s)), 1)
+    out: dict[str, list[float | None]] = {}
+    for name, (t, v) in list(parsed[1].items())[:_MAX_SERIES]:
+        keep = np.isfinite(t) & np.isfinite(v) & (t >= 0) & (t < n)
+        idx = np.floor(t[keep]).astype(np.int64)
+        sums = np.bincount(idx, weights=v[keep], minlength=n)[:n]
+        counts = np.bincount(idx, minlength=n)[:n]
+        out[str(name)] = [round(float(s / k), 4) if k else None for s, k in zip(sums, counts)]
+    if not out:
+        return None
+    return {"t": [i + 0.5 for i in range(n)], "series": out}
