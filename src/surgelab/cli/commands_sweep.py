@@ -1,0 +1,282 @@
+"""``surgelab sweep`` (stepped test → knee and SLA capacity) and ``surgelab plan`` (capacity → fleet, HPA, alerts)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from surgelab.cli import app
+from surgelab.cli.commands_run import fail, load_or_exit
+from surgelab.units import parse_duration, parse_ratio
+
+
+def _duration(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise fail(f"{flag}: {exc}") from None
+
+
+def _ratio(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_ratio(value)
+    except ValueError as exc:
+        raise fail(f"{flag}: {exc}") from None
+
+
+def _levels(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise fail(f"--levels: expected numbers separated by commas, e.g. 1,2,4,8, got {text!r}") from None
+
+
+def _validation(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "sweep"
+        parts.append(f"{where}: {e['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+@contextlib.contextmanager
+def _maybe_serve(profile: str | None, args: list[str]) -> Iterator[str | None]:
+    if profile is None:
+        yield None
+        return
+    from surgelab.server.process import ServerProcess, ServerStartError
+
+    try:
+        server = ServerProcess(args, profile=profile)
+        server.__enter__()
+    except ServerStartError as exc:
+        raise fail(str(exc).splitlines()[0]) from None
+    try:
+        yield server.base_url
+    finally:
+        server.__exit__()
+
+
+@app.command("sweep")
+def sweep(
+    scenario_file: Path = typer.Argument(..., metavar="SCENARIO", help="Scenario YAML: its target, workload and SLOs."),
+    out: Path | None = typer.Option(None, help="Sweep directory (default runs/sweep-<name>-<time>); must be empty."),
+    mode: str | None = typer.Option(None, help="concurrency (users) or rate (req/s); default: the scenario's loop."),
+    levels: str | None = typer.Option(None, help="Explicit levels, e.g. 1,2,4,8,16 (overrides the spacing)."),
+    spacing: str = typer.Option("geometric", help="linear, geometric or adaptive (coarse, then finer around the knee)."),
+    start: float = typer.Option(1.0, help="First level."),
+    step: float = typer.Option(1.0, help="Linear spacing: added per level."),
+    factor: float = typer.Option(2.0, help="Geometric/adaptive spacing: multiplied per level."),
+    max_level: float = typer.Option(256.0, "--max", help="Highest level to try."),
+    max_levels: int = typer.Option(20, help="Most levels run, refinement included."),
+    refine: int = typer.Option(3, help="Adaptive: extra levels around the coarse knee."),
+    hold: str = typer.Option("60s", help="Measured time per level."),
+    settle: str = typer.Option("10s", help="Time at the start of each level excluded from its statistics."),
+    warmup: str = typer.Option("30s", help="Load at the first level before the sweep (not reported); 0 to skip."),
+    max_error_rate: str = typer.Option("5%", help="Stop after a level with a higher error rate."),
+    slo_multiple: float = typer.Option(3.0, help="Stop after a level whose P99 exceeds this multiple of an SLO."),
+    falling_levels: int = typer.Option(2, help="Stop when throughput fell this many levels in a row (0: never)."),
+    stop_when: list[str] | None = typer.Option(None, help="Another stop condition, e.g. 'p99(e2e) > 30s' (repeatable)."),
+    sla_percentile: str = typer.Option("p99", help="Percentile the SLOs are judged at for the SLA capacity."),
+    sla_max_error_rate: str = typer.Option("1%", help="SLA capacity: highest level with errors at most this."),
+    break_at: float | None = typer.Option(None, help="Breaking phase at this multiple of the expected peak (off by default)."),
+    expected_peak: float | None = typer.Option(None, help="Breaking phase: the expected peak level (default: the knee)."),
+    break_hold: str = typer.Option("30s", help="Breaking phase: time at the break load."),
+    recovery: str = typer.Option("30s", help="Breaking phase: time after the drop, watching recovery."),
+    url: str | None = typer.Option(None, help="Override the scenario's target URL."),
+    model: str | None = typer.Option(None, help="Override the scenario's model name."),
+    serve: str | None = typer.Option(None, help="Start the embedded server with this profile (name or file) and sweep it."),
+    max_num_seqs: int | None = typer.Option(None, help="With --serve: the server's running-batch limit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the final table."),
+) -> None:
+    """Stepped load test: warm up, hold each level, stop on its own, report knee and SLA capacity."""
+    from surgelab.runner.loop import run_async
+    from surgelab.runner.rundir import RunDirError
+    from surgelab.sweep import BreakConfig, StopRules, SweepConfig, SweepError, run_sweep
+    from surgelab.sweep.table import level_line, print_sweep
+
+    overrides: dict[str, tuple[str, Any]] = {}
+    if url is not None:
+        overrides["target.url"] = ("--url", url)
+    if model is not None:
+        overrides["target.model"] = ("--model", model)
+    base = load_or_exit(scenario_file, overrides)
+    if base.load is None:
+        raise fail(f"{scenario_file}: a sweep needs a scenario with a single load (not phases)")
+    try:
+        config = SweepConfig(
+            mode=mode or ("rate" if base.load.mode == "open" else "concurrency"),
+            spacing=spacing, levels=_levels(levels), start=start, step=step, factor=factor, max=max_level,
+            max_levels=max_levels, refine=refine, hold=_duration(hold, "--hold"), settle=_duration(settle, "--settle"),
+            warmup=_duration(warmup, "--warmup"), sla_percentile=sla_percentile,
+            sla_max_error_rate=_ratio(sla_max_error_rate, "--sla-max-error-rate"),
+            stop=StopRules(
+                max_error_rate=_ratio(max_error_rate, "--max-error-rate"), slo_multiple=slo_multiple,
+                falling_levels=falling_levels, stop_when=list(stop_when or []),
+            ),
+            breaking=None if break_at is None else BreakConfig(
+                multiple=break_at, expected_peak=expected_peak, hold=_duration(break_hold, "--break-hold"),
+                recovery=_duration(recovery, "--recovery"),
+            ),
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise fail(_validation(exc)) from None
+    out = out or Path(f"runs/sweep-{base.name}-{datetime.now():%Y%m%d-%H%M%S}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise fail(f"{out} is not an empty directory; choose another --out")
+    console = Console()
+    say = (lambda _m: None) if quiet else (lambda m: console.print(m, highlight=False))
+    args = ["--max-num-seqs", str(max_num_seqs)] if max_num_seqs is not None else []
+    with _maybe_serve(serve, args) as served_url:
+        if served_url is not None:
+            base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})
+            say(f"embedded server (profile {serve}) at {served_url}")
+        try:
+            result = run_async(
+                run_sweep(
+                    base, config, out, on_status=say, handle_signals=True,
+                    on_level=None if quiet else (lambda row: say(level_line(row, config.unit))),
+                )  # fmt: skip
+            )
+        except (SweepError, RunDirError) as exc:
+            raise fail(str(exc)) from None
+    print_sweep(result, console)
+    console.print(f"sweep directory: {out} (sweep.json, sweep.parquet, level-NN/)", highlight=False, soft_wrap=True)
+    if result.stop_reason.startswith("interrupted"):
+        raise typer.Exit(130)
+
+
+@app.command("plan")
+def plan(
+    sweep_file: Path | None = typer.Argument(None, metavar="[SWEEP]", help="sweep.json, or the sweep directory."),
+    peak: str | None = typer.Option(None, help="Forecast peak: requests/s, or a scenario/trace file whose busiest window is used."),
+    peak_window: str = typer.Option("60s", help="Window over which a file's peak rate is averaged."),
+    capacity: float | None = typer.Option(None, help="Per-instance SLA capacity in req/s, instead of a sweep."),
+    slo: list[str] | None = typer.Option(None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."),
+    max_error_rate: str | None = typer.Option(None, help="Re-judge the sweep with this error-rate limit."),
+    safety: float = typer.Option(0.7, help="Fraction of the SLA capacity used at the peak (0.7 = 30% headroom)."),
+    spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
+    gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
+    gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
+    peak_cv: float = typer.Option(0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."),
+    out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml and alerts.yaml here."),
+    deployment: str = typer.Option("inference", help="HPA: the Deployment to scale."),
+    namespace: str | None = typer.Option(None, help="HPA: namespace."),
+    hpa_metric: str = typer.Option("inflight", help="HPA metric: inflight (requests running per pod) or rps."),
+    hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
+    min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
+    queue_model: str | None = typer.Option(None, "--model", help="mmc: Erlang C from --rate and --service-time, no sweep."),
+    rate: float | None = typer.Option(None, help="--model mmc: arrival rate, req/s."),
+    service_time: str | None = typer.Option(None, help="--model mmc: mean service time, e.g. 0.5s."),
+    servers: int | None = typer.Option(None, help="--model mmc: number of servers."),
+    target_wait: str | None = typer.Option(None, help="--model mmc: find the fewest servers with this mean wait."),
+) -> None:
+    """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
+    console = Console()
+    if queue_model is not None:
+        _queueing(queue_model, rate, service_time, servers, target_wait, console)
+        return
+    from surgelab.plan.capacity import capacity_from_sweep, plan_capacity
+    from surgelab.plan.fleet import FleetInputs
+    from surgelab.plan.forecast import PeakError, peak_from
+    from surgelab.plan.render import print_plan
+    from surgelab.sweep import SweepFileError, read_sweep
+
+    if peak is None:
+        raise fail("--peak is required: the forecast peak in req/s, or a scenario or trace file")
+    if (sweep_file is None) == (capacity is None):
+        raise fail("give a sweep (SWEEP argument) or --capacity, not both or neither")
+    try:
+        forecast = peak_from(peak, _duration(peak_window, "--peak-window") or 0.0)
+    except PeakError as exc:
+        raise fail(str(exc)) from None
+    sweep_result, in_flight, source = None, None, "given with --capacity"
+    if sweep_file is not None:
+        from surgelab.conditions import Threshold
+
+        try:
+            sweep_result = read_sweep(sweep_file)
+            slos = [Threshold(expr=s) for s in slo] if slo else None
+            cap = capacity_from_sweep(sweep_result, slos, _ratio(max_error_rate, "--max-error-rate"))
+        except (SweepFileError, ValueError) as exc:
+            raise fail(str(exc).splitlines()[0]) from None
+        capacity, in_flight = cap["requests_per_s"], cap.get("mean_in_flight")
+        source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
+    assert capacity is not None
+    inputs = FleetInputs(
+        peak=forecast.rate, capacity=capacity, safety=safety, spares=spares, gpus_per_instance=gpus_per_instance,
+        gpu_hour_cost=gpu_hour_cost, peak_cv=peak_cv,
+    )  # fmt: skip
+    if inputs.problems():
+        raise fail("; ".join(inputs.problems()))
+    result = plan_capacity(inputs, source, in_flight, sweep_result)
+    console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
+    print_plan(result, console)
+    if out is not None:
+        _write_artefacts(out, result, sweep_result, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, console)
+
+
+def _write_artefacts(
+    out: Path, result: Any, sweep_result: Any, deployment: str, namespace: str | None, metric: str,
+    metric_name: str | None, min_replicas: int | None, console: Console,
+) -> None:  # fmt: skip
+    from surgelab.plan.k8s import HpaSpec, alert_rules, dump_yaml, hpa_manifest
+
+    if metric not in ("inflight", "rps"):
+        raise fail(f"--hpa-metric: expected inflight or rps, got {metric!r}")
+    fleet = result.fleet
+    if metric == "inflight" and not result.capacity_in_flight:
+        metric = "rps"  # no in-flight figure without a sweep
+    per_pod = (result.capacity_in_flight if metric == "inflight" else result.capacity) * fleet.inputs.safety
+    ttft = None
+    if sweep_result is not None:
+        ttft = next((float(e.split("<=")[1].strip().removesuffix("ms")) / 1000 for e in sweep_result.slo if "(ttft)" in e), None)
+    try:
+        spec = HpaSpec(
+            deployment, min_replicas if min_replicas is not None else 1 + fleet.inputs.spares, fleet.total,
+            metric, per_pod, metric_name, namespace,  # type: ignore[arg-type]
+        )  # fmt: skip
+        hpa = hpa_manifest(spec)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    (out / "hpa.yaml").write_text(dump_yaml(hpa), encoding="utf-8")
+    rules = alert_rules(fleet.per_instance_target, result.capacity, ttft)
+    (out / "alerts.yaml").write_text(dump_yaml(rules), encoding="utf-8")
+    console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
+
+
+def _queueing(
+    name: str, rate: float | None, service_time: str | None, servers: int | None, target_wait: str | None, console: Console
+) -> None:
+    from surgelab.plan.queueing import mmc, servers_for_wait
+    from surgelab.plan.render import print_mmc
+
+    if name.lower() != "mmc":
+        raise fail(f"--model: only mmc (Erlang C) is known, got {name!r}")
+    s = _duration(service_time, "--service-time")
+    if rate is None or s is None:
+        raise fail("--model mmc needs --rate and --service-time")
+    if (servers is None) == (target_wait is None):
+        raise fail("--model mmc needs exactly one of --servers or --target-wait")
+    wait = _duration(target_wait, "--target-wait")
+    try:
+        result = servers_for_wait(rate, s, wait) if wait is not None else mmc(rate, s, servers or 0)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    print_mmc(result, console, wait)
