@@ -108,6 +108,7 @@ def run(
     ),
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
     prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default)."),
+    workers: int = typer.Option(1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
@@ -135,7 +136,12 @@ def run(
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host))
     board = _dashboard(scenario.name, dashboard_port, dashboard_token) if dashboard else None
     try:
-        raise typer.Exit(execute(scenario, console=Console(stderr=False), quiet=quiet, observers=[*observers, board] if board else observers))
+        raise typer.Exit(
+            execute(
+                scenario, console=Console(stderr=False), quiet=quiet,
+                observers=[*observers, board] if board else observers, workers=workers,
+            )  # fmt: skip
+        )
     finally:
         if board is not None:
             board.stop()
@@ -166,7 +172,12 @@ def _exporter(name: str, port: int, host: str) -> Any:
 
 
 def execute(
-    scenario: Scenario, console: Console, quiet: bool = False, run_dir: Path | None = None, observers: Sequence[Any] = ()
+    scenario: Scenario,
+    console: Console,
+    quiet: bool = False,
+    run_dir: Path | None = None,
+    observers: Sequence[Any] = (),
+    workers: int = 1,
 ) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
     from surgelab.report.terminal import LiveView, print_summary
@@ -183,18 +194,22 @@ def execute(
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")
     view = LiveView(console) if not quiet else None
+
+    def start(on_tick: Any) -> Any:
+        if workers > 1:
+            from surgelab.runner.workers import run_with_workers
+
+            return run_with_workers(
+                scenario, run_dir, workers, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers
+            )
+        return run_scenario(scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers)
+
     try:
         if view is not None:
             with view:
-                result = run_async(
-                    run_scenario(
-                        scenario, run_dir, api_key=api_key, on_tick=view.update, handle_signals=True, observers=observers
-                    )
-                )
+                result = run_async(start(view.update))
         else:
-            result = run_async(
-                run_scenario(scenario, run_dir, api_key=api_key, handle_signals=True, observers=observers)
-            )
+            result = run_async(start(None))
     except RunDirError as exc:
         raise fail(str(exc)) from None
     from surgelab.report.outputs import finalize_run

@@ -36,7 +36,6 @@ class RecordMeta:
     intended_ns: int
     warmup: bool
     user: int = -1
-    worker: int = 0
     phase: str = "main"
     request_class: str = "default"
     tier: str = "default"
@@ -45,7 +44,10 @@ class RecordMeta:
 
 
 class RecordBuffer:
-    """Rows accumulated column by column; ``take`` hands them over as one Arrow table."""
+    """Rows accumulated column by column; ``take`` hands them over as one Arrow table.
+
+    ``worker`` is the process that measured them (0 with a single process).
+    """
 
     _SCALARS = (
         "id", "worker", "user", "phase", "request_class", "tier", "session", "turn", "warmup", "state", "intended_ns",
@@ -53,7 +55,8 @@ class RecordBuffer:
         "output_tokens", "usage_source", "http_status", "error",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, worker: int = 0) -> None:
+        self.worker = worker
         self._reset()
 
     def _reset(self) -> None:
@@ -67,7 +70,7 @@ class RecordBuffer:
     def add(self, meta: RecordMeta, outcome: Outcome) -> None:
         c = self._cols
         c["id"].append(meta.id)
-        c["worker"].append(meta.worker)
+        c["worker"].append(self.worker)
         c["user"].append(meta.user)
         c["phase"].append(meta.phase)
         c["request_class"].append(meta.request_class)
@@ -111,8 +114,9 @@ class PartStore:
     was interrupted) and orders the merged file.
     """
 
-    def __init__(self, run_dir: Path, stem: str, schema: pa.Schema, key: str) -> None:
+    def __init__(self, run_dir: Path, stem: str, schema: pa.Schema, key: str, prefix: str = "") -> None:
         self.run_dir, self.stem, self.schema, self.key = Path(run_dir), stem, schema, key
+        self.prefix = prefix  # distinguishes the parts of several writers (worker processes)
         self.parts_dir = self.run_dir / f"{stem}.parts"
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self._next_part = 0
@@ -122,7 +126,7 @@ class PartStore:
         if table.num_rows == 0:
             return
         number, self._next_part = self._next_part, self._next_part + 1  # reserved before writing
-        path = self.parts_dir / f"part-{number:06d}.parquet"
+        path = self.parts_dir / f"{self.prefix}part-{number:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(table, tmp, compression="zstd")
         tmp.replace(path)  # a part is either whole or absent
@@ -134,15 +138,15 @@ class PartStore:
 
 
 class RecordStore(PartStore):
-    """The store of ``records.parquet``."""
+    """The store of ``records.parquet``; each worker process writes parts of its own."""
 
-    def __init__(self, run_dir: Path) -> None:
-        super().__init__(run_dir, "records", RECORD_SCHEMA, "id")
+    def __init__(self, run_dir: Path, worker: int | None = None) -> None:
+        super().__init__(run_dir, "records", RECORD_SCHEMA, "id", prefix="" if worker is None else f"w{worker:03d}-")
 
 
 def _part_files(run_dir: Path, stem: str) -> list[Path]:
     parts = Path(run_dir) / f"{stem}.parts"
-    return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+    return sorted(parts.glob("*part-*.parquet")) if parts.is_dir() else []
 
 
 def read_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str) -> pa.Table:

@@ -25,8 +25,9 @@ __all__ = ["run_closed_loop"]
 async def run_closed_loop(ex: Execution, plan: PhasePlan) -> None:
     load = plan.phase.load
     users = math.ceil(load.shape.peak)
-    issue_order = itertools.count()
-    for user in range(users):
+    shard = ex.shard
+    issue_order = itertools.count(shard.index, shard.count)  # ids of different workers never meet
+    for user in range(shard.index, users, shard.count):
         ex.spawn(_user(ex, plan, user, users, issue_order))
 
 

@@ -22,7 +22,7 @@ from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import load_tokenizer
 
-__all__ = ["Execution", "Observer", "SECOND", "MAX_NAP_S"]
+__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S"]
 
 SECOND = 1_000_000_000
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
@@ -34,6 +34,20 @@ class Observer(Protocol):
     def observe(self, meta: RecordMeta, out: Outcome) -> None: ...
 
     def update(self, snapshot: LiveSnapshot) -> None: ...
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's share of the run: open-loop requests and closed-loop users ``i`` with
+    ``i % count == index``. Every worker builds the same schedule from the same seed, so the
+    union of the shards is exactly the single-process run."""
+
+    index: int = 0
+    count: int = 1
+
+    def share(self, total: int) -> int:
+        """This shard's part of a limit (max in flight, connection pool)."""
+        return max(-(-total // self.count), 1) if total else 0
 
 
 @dataclass
@@ -54,18 +68,24 @@ class Execution:
         on_tick: Callable[[LiveSnapshot], None] | None = None,
         pool_size: int = 0,
         observers: Sequence[Observer] = (),
+        shard: Shard = Shard(),
+        t0: int | None = None,
+        on_stop: Callable[[str], None] | None = None,
     ) -> None:
         self.scenario = scenario
         self.tokenizer = load_tokenizer(scenario.tokenizer)
-        self.buffer = RecordBuffer()
-        self.store = RecordStore(run_dir)
+        self.shard = shard
+        self.on_stop = on_stop  # told of a stop this process decided (abort, breakpoint), for its peers
+        self.buffer = RecordBuffer(worker=shard.index)
+        self.store = RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
         self.live = live
         self.on_tick = on_tick
         self.observers = tuple(observers)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
-        self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=pool_size)
-        self.t0 = time.perf_counter_ns()
+        self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
+        # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
+        self.t0 = time.perf_counter_ns() if t0 is None else t0
         self._writing: asyncio.Future | None = None
 
     def clock(self) -> int:
@@ -77,6 +97,8 @@ class Execution:
             self.stop.hurry = True
             return
         self.stop.requested, self.stop.reason, self.stop.at_ns = True, reason, self.clock()
+        if self.on_stop is not None:
+            self.on_stop(reason)
 
     async def sleep_until(self, at_ns: int) -> bool:
         """Sleep until ``at_ns`` unless a stop comes first; True when the time was reached."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 from surgelab.runner.conversation import converse, meta_for
 from surgelab.runner.execution import Execution
 from surgelab.runner.phases import PhasePlan, open_loop_offsets
@@ -20,24 +22,28 @@ __all__ = ["run_open_loop"]
 
 async def run_open_loop(ex: Execution, plan: PhasePlan) -> None:
     load = plan.phase.load
+    shard = ex.shard
     offsets = open_loop_offsets(ex.scenario, plan.index) + plan.start_ns
+    indices = np.arange(shard.index, len(offsets), shard.count)  # this worker's share of the schedule
+    offsets = offsets[indices]
+    limit = shard.share(load.max_in_flight)
     in_flight = 0
 
     def done(_task: asyncio.Task) -> None:
         nonlocal in_flight
         in_flight -= 1
 
-    i, n = 0, len(offsets)
-    while i < n and not ex.stop.requested:
-        if not await ex.sleep_until(int(offsets[i])):
+    j, n = 0, len(offsets)
+    while j < n and not ex.stop.requested:
+        if not await ex.sleep_until(int(offsets[j])):
             break
         now = ex.clock()
-        while i < n and offsets[i] <= now:  # everything that is due, at once
-            intended = int(offsets[i])
-            if in_flight >= load.max_in_flight:
+        while j < n and offsets[j] <= now:  # everything that is due, at once
+            intended, i = int(offsets[j]), int(indices[j])
+            if in_flight >= limit:
                 ex.drop(meta_for(plan, i, plan.sampler.spec(i), intended, -1), f"max_in_flight ({load.max_in_flight}) reached")
             else:
                 in_flight += 1
                 ex.spawn(converse(ex, plan, i, intended)).add_done_callback(done)
-            i += 1
+            j += 1
         await asyncio.sleep(0)

@@ -20,9 +20,9 @@ from typing import Any
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
-from surgelab.metrics.store import PartStore, read_records, read_table_parts
+from surgelab.metrics.store import PartStore, merge_parts, read_records, read_table_parts
 from surgelab.runner.closed_loop import run_closed_loop
-from surgelab.runner.execution import SECOND, Execution, Observer
+from surgelab.runner.execution import SECOND, Execution, Observer, Shard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
@@ -35,7 +35,7 @@ from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, ScrapeSource
 
-__all__ = ["RunResult", "run_scenario", "open_loop_offsets"]
+__all__ = ["RunResult", "run_scenario", "run_shard", "prepare", "finish", "open_loop_offsets"]
 
 
 @dataclass
@@ -124,17 +124,8 @@ def _scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scr
     return Scraper(sources, config.interval, clock, store, local)
 
 
-async def run_scenario(
-    scenario: Scenario,
-    run_dir: Path,
-    *,
-    api_key: str | None = None,
-    on_tick: Callable[[LiveSnapshot], None] | None = None,
-    stop_event: asyncio.Event | None = None,
-    handle_signals: bool = False,
-    observers: Sequence[Observer] = (),
-) -> RunResult:
-    """Run ``scenario`` and leave records, summary and resolved scenario in ``run_dir``."""
+def prepare(scenario: Scenario, run_dir: Path) -> tuple[Path, list[PhasePlan], dict[str, Any]]:
+    """Create the run directory and write ``run.json`` with the plan; the same for every worker layout."""
     run_dir = prepare_run_dir(run_dir, scenario)
     plans = plan_phases(scenario)
     info: dict[str, Any] = {
@@ -149,17 +140,23 @@ async def run_scenario(
         ],
     }
     write_json(run_dir / "run.json", info)
-    pool = sum(
-        p.phase.load.max_in_flight if p.phase.load.mode == "open" else math.ceil(p.phase.load.shape.peak) for p in plans
-    )
-    live = LiveStats(info["planned_duration_s"], _target_text(plans))
-    ex = Execution(scenario, run_dir, api_key, live, on_tick, pool_size=pool, observers=observers)
-    scraper = _scraper(scenario, run_dir, ex.clock)
-    await _execute(ex, plans, handle_signals, stop_event, scraper)
-    run_end_ns = max(p.end_ns for p in plans)
-    stopped_at = min(ex.stop.at_ns, run_end_ns) if ex.stop.at_ns is not None else run_end_ns
-    info.update(stop_reason=ex.stop.reason, stopped_at_s=stopped_at / SECOND, wall_s=ex.clock() / SECOND)
-    ex.store.finalize()
+    return run_dir, plans, info
+
+
+def pool_size(plans: list[PhasePlan]) -> int:
+    """Connections the whole run may need at once."""
+    return sum(p.phase.load.max_in_flight if p.phase.load.mode == "open" else math.ceil(p.phase.load.shape.peak) for p in plans)
+
+
+def finish(
+    scenario: Scenario, run_dir: Path, info: dict[str, Any], stop_reason: str, stop_at_ns: int | None, wall_ns: int,
+    scraper: Scraper | None,
+) -> RunResult:  # fmt: skip
+    """Merge what every writer left, summarise, and write ``summary.json``."""
+    run_end_ns = int(info["planned_duration_s"] * SECOND)
+    stopped_at = min(stop_at_ns, run_end_ns) if stop_at_ns is not None else run_end_ns
+    info.update(stop_reason=stop_reason, stopped_at_s=stopped_at / SECOND, wall_s=wall_ns / SECOND)
+    merge_parts(run_dir)
     write_json(run_dir / "run.json", info)
     summary = summarize(read_records(run_dir), scenario, RunInfo.from_dict(info))
     telemetry = {}
@@ -169,4 +166,49 @@ async def run_scenario(
         telemetry = summarize_telemetry(table, info["window_start_s"], info["stopped_at_s"])
     attach_telemetry(summary, telemetry)
     write_json(run_dir / "summary.json", summary)
-    return RunResult(run_dir=run_dir, summary=summary, stop_reason=ex.stop.reason)
+    return RunResult(run_dir=run_dir, summary=summary, stop_reason=stop_reason)
+
+
+async def run_shard(
+    scenario: Scenario,
+    run_dir: Path,
+    plans: list[PhasePlan],
+    *,
+    shard: Shard = Shard(),
+    t0: int | None = None,
+    api_key: str | None = None,
+    on_tick: Callable[[LiveSnapshot], None] | None = None,
+    on_stop: Callable[[str], None] | None = None,
+    stop_event: asyncio.Event | None = None,
+    handle_signals: bool = False,
+    observers: Sequence[Observer] = (),
+    scraper_wanted: bool = True,
+) -> tuple[Execution, Scraper | None]:
+    """Send this process's share of the run; records go to its own part files."""
+    live = LiveStats(max(p.end_ns for p in plans) / SECOND, _target_text(plans))
+    ex = Execution(
+        scenario, run_dir, api_key, live, on_tick, pool_size=pool_size(plans), observers=observers, shard=shard, t0=t0,
+        on_stop=on_stop,
+    )  # fmt: skip
+    scraper = _scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
+    await _execute(ex, plans, handle_signals, stop_event, scraper)
+    return ex, scraper
+
+
+async def run_scenario(
+    scenario: Scenario,
+    run_dir: Path,
+    *,
+    api_key: str | None = None,
+    on_tick: Callable[[LiveSnapshot], None] | None = None,
+    stop_event: asyncio.Event | None = None,
+    handle_signals: bool = False,
+    observers: Sequence[Observer] = (),
+) -> RunResult:
+    """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
+    run_dir, plans, info = prepare(scenario, run_dir)
+    ex, scraper = await run_shard(
+        scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
+        handle_signals=handle_signals, observers=observers,
+    )  # fmt: skip
+    return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock(), scraper)

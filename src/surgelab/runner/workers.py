@@ -1,0 +1,200 @@
+"""Several worker processes for one run: each its own event loop and connection pool.
+
+Every worker builds the same schedule from the same seed and sends its share
+(``runner.execution.Shard``); all use one monotonic clock origin, so their records merge
+into exactly the single-process run. The coordinator owns the terminal, the signals, the
+telemetry scraper and the summary; workers report live snapshots and any stop they decide
+(an abort threshold, a breakpoint) over a queue, and the coordinator stops them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import queue
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from surgelab.runner.execution import SECOND, Observer, Shard
+from surgelab.runner.live import LiveSnapshot
+from surgelab.runner.run import RunResult, finish, prepare, run_shard
+from surgelab.scenario.model import Scenario
+
+__all__ = ["run_with_workers", "merge_snapshots"]
+
+_POLL_S = 0.1
+_READY_TIMEOUT_S = 120.0  # a worker's interpreter start, imports and schedule
+
+
+def _worker_main(
+    data: dict[str, Any], run_dir: str, index: int, count: int, start: Any, go: Any, api_key: str | None,
+    messages: Any, stop: Any,
+) -> None:  # fmt: skip
+    """One worker process: its shard of the run, until done or told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    from surgelab.runner.loop import run_async
+    from surgelab.runner.phases import plan_phases
+
+    scenario = Scenario.model_validate(data)
+    plans = plan_phases(scenario)  # the whole schedule, before the clock starts
+    messages.put(("ready", index, None))
+    if not go.wait(_READY_TIMEOUT_S) or stop.is_set():
+        return
+    t0 = start.value
+
+    async def main() -> None:
+        stop_event = asyncio.Event()
+
+        async def watch() -> None:
+            while not stop.is_set():
+                await asyncio.sleep(_POLL_S)
+            stop_event.set()
+
+        watcher = asyncio.create_task(watch())
+        ex, _ = await run_shard(
+            scenario, Path(run_dir), plans, shard=Shard(index, count), t0=t0, api_key=api_key,
+            on_tick=lambda snap: messages.put(("tick", index, asdict(snap))),
+            on_stop=lambda reason: messages.put(("stop", index, reason)),
+            stop_event=stop_event, scraper_wanted=False,
+        )  # fmt: skip
+        watcher.cancel()
+        messages.put(("done", index, {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns}))
+
+    run_async(main())
+
+
+async def _wait_ready(messages: Any, processes: list[Any]) -> None:
+    ready, deadline = 0, time.monotonic() + _READY_TIMEOUT_S
+    while ready < len(processes):
+        try:
+            kind, _, _ = messages.get_nowait()
+            ready += kind == "ready"
+        except queue.Empty:
+            if time.monotonic() > deadline or any(not p.is_alive() for p in processes):
+                for p in processes:
+                    p.kill()
+                raise RuntimeError("a worker process failed to start") from None
+            await asyncio.sleep(0.02)
+
+
+def merge_snapshots(snapshots: Sequence[LiveSnapshot]) -> LiveSnapshot:
+    """The whole run's live figures from its workers': counts and rates add up; percentiles
+    are approximate (P50 averaged, P99 and lag the worst worker's) — the summary is exact."""
+
+    def total(name: str) -> Any:
+        return sum(getattr(s, name) for s in snapshots)
+
+    def worst(name: str) -> float | None:
+        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
+        return max(values) if values else None
+
+    def mean(name: str) -> float | None:
+        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
+        return sum(values) / len(values) if values else None
+
+    first = snapshots[0]
+    ok, failed = total("ok"), total("failed")
+    return LiveSnapshot(
+        elapsed_s=max(s.elapsed_s for s in snapshots), duration_s=first.duration_s, target=first.target,
+        send_rate=total("send_rate"), completion_rate=total("completion_rate"), in_flight=total("in_flight"),
+        scheduled=total("scheduled"), ok=ok, failed=failed, dropped=total("dropped"), cancelled=total("cancelled"),
+        error_rate=failed / (ok + failed) if ok + failed else 0.0,
+        ttft_p50_ms=mean("ttft_p50_ms"), ttft_p99_ms=worst("ttft_p99_ms"),
+        e2e_p50_ms=mean("e2e_p50_ms"), e2e_p99_ms=worst("e2e_p99_ms"), lag_p99_ms=worst("lag_p99_ms"),
+    )  # fmt: skip
+
+
+async def run_with_workers(
+    scenario: Scenario,
+    run_dir: Path,
+    workers: int,
+    *,
+    api_key: str | None = None,
+    on_tick: Callable[[LiveSnapshot], None] | None = None,
+    handle_signals: bool = False,
+    observers: Sequence[Observer] = (),
+    start_delay_s: float = 0.1,
+) -> RunResult:
+    """Run ``scenario`` split over ``workers`` processes; the result is that of one run."""
+    run_dir, plans, info = prepare(scenario, run_dir)
+    info["workers"] = workers
+    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets
+    messages, stop, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)
+    data = scenario.model_dump(mode="json", by_alias=True)
+    processes = [
+        ctx.Process(
+            target=_worker_main, args=(data, str(run_dir), k, workers, start, go, api_key, messages, stop), daemon=True
+        )
+        for k in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    await _wait_ready(messages, processes)
+    # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
+    t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
+    start.value = t0
+    go.set()
+    from surgelab.runner.run import _scraper
+
+    scraper = _scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
+    scrape_task = asyncio.create_task(scraper.run()) if scraper is not None else None
+    reason: str | None = None
+    stop_at: int | None = None
+
+    def request_stop(why: str) -> None:
+        nonlocal reason, stop_at
+        if reason is None:
+            reason, stop_at = why, time.perf_counter_ns() - t0
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
+    latest: dict[int, LiveSnapshot] = {}
+    done: dict[int, dict[str, Any]] = {}
+    last_tick = 0.0
+    try:
+        while len(done) < workers:
+            try:
+                kind, index, payload = messages.get_nowait()
+            except queue.Empty:
+                if all(not p.is_alive() for p in processes) and messages.empty():
+                    break  # a worker died without saying so: what it flushed is still on disk
+                await asyncio.sleep(_POLL_S / 2)
+                continue
+            if kind == "tick":
+                latest[index] = LiveSnapshot(**payload)
+            elif kind == "stop":
+                request_stop(payload)
+            elif kind == "done":
+                done[index] = payload
+            if latest and time.monotonic() - last_tick >= 0.5:
+                last_tick = time.monotonic()
+                snapshot = merge_snapshots(list(latest.values()))
+                if on_tick is not None:
+                    on_tick(snapshot)
+                for observer in observers:
+                    observer.update(snapshot)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        stop.set()
+        for process in processes:
+            await asyncio.to_thread(process.join, 30)
+            if process.is_alive():
+                process.kill()
+        if scrape_task is not None:
+            scrape_task.cancel()
+            await asyncio.gather(scrape_task, return_exceptions=True)
+    missing = [k for k in range(workers) if k not in done]
+    if reason is None:
+        reasons = [d["reason"] for d in done.values() if d["reason"] != "completed"]
+        reason = reasons[0] if reasons else ("completed" if not missing else f"worker(s) {missing} ended without finishing")
+        stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
+        stop_at = min(stops) if stops else None
+    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0, scraper)
