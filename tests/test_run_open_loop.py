@@ -190,7 +190,7 @@ def test_steady_poisson_load_is_on_schedule(zero_server, scenario_for, run, reco
     result = run(scenario, tmp_path / "run")
     table = reconciled(result.summary, result.run_dir)
     assert np.array_equal(table["intended_ns"].to_numpy(), open_loop_offsets(scenario))
-    assert result.summary["schedule_lag_ms"]["p99"] < 10
+    assert result.summary["schedule_lag_ms"]["p99"] < 50  # the default validity bound (about 1 ms when idle)
     assert result.summary["validity"]["valid"]
 
 
