@@ -58,7 +58,7 @@ def test_timing_of_one_streamed_request(timed_server):
     out = _send(timed_server.url, "ok")
     assert out.state is State.OK
     ttft = (out.first_token_ns - out.sent_ns) / 1e6
-    assert 200 <= ttft < 215
+    assert 200 <= ttft < 250  # one sample on a possibly busy machine; test_run_open_loop checks the P50
     gaps = [(b - a) / 1e6 for a, b in zip(out.token_ns, out.token_ns[1:])]
     assert sorted(gaps)[len(gaps) // 2] == pytest.approx(20, abs=2)
 
