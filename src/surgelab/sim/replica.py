@@ -44,6 +44,7 @@ class Replica:
         self.failed_checks = self.passed_checks = 0
         self.busy_ns = self.busy_mark = 0
         self.dispatched = 0  # requests sent here since the autoscaler's last sync
+        self.received = 0  # requests sent here, ever
         self.started_ns, self.stopped_ns = now, None
         self.crash: dict | None = None  # the failure under way, for switch-over accounting
 
@@ -57,6 +58,7 @@ class Replica:
     def submit(self, req: SimRequest, now: int) -> Iterable[Event]:
         req.replica = self
         self.dispatched += 1
+        self.received += 1
         self.outstanding[req.rid] = req
         req.outcome.first_byte_ns = now
         return self.backend.submit(self, req, now)

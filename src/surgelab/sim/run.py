@@ -125,6 +125,8 @@ def fleet_report(
             if sim.timeline.rows["t_s"]
             else pool.cfg.replicas,
             "cost": cost,
+            "dispatched": sum(r.received for r in pool.replicas),
+            "dispatched_by_replica": [r.received for r in pool.replicas],
             "autoscaler": [d.__dict__ for d in pool.decisions],
         }
     lookups = sim.cache.hits + sim.cache.misses

@@ -1,0 +1,138 @@
+"""Fleet behaviour: routing, failover, admission and priority, cache, autoscaling, outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from surgelab.metrics.record import RECORD_SCHEMA
+from surgelab.metrics.store import read_records
+
+from .helpers import fleet, run, scenario
+
+FAST = {"dist": "fixed", "value": 0.01}
+
+
+def states(result) -> dict[str, int]:
+    return {k: v for k, v in result.summary["requests"]["by_state"].items() if v}
+
+
+def test_outputs_are_those_of_a_real_run(tmp_path):
+    result = run(tmp_path, scenario({"rate": 10, "duration": "20s"}), fleet(pools=[{"replicas": 1, "profile": "tiny"}]))
+    d = result.run_dir
+    assert {p.name for p in d.iterdir()} >= {"records.parquet", "summary.json", "scenario.yaml", "run.json", "fleet.parquet", "fleet.json"}
+    table = read_records(d)
+    assert table.schema.equals(RECORD_SCHEMA, check_metadata=False)
+    r = result.summary["requests"]
+    assert r["scheduled"] == r["ok"] + r["failed"] + r["dropped"] + r["cancelled"] == table.num_rows
+    timeline = pq.read_table(d / "fleet.parquet")
+    assert {"t_s", "replicas", "ready", "queue_depth", "busy", "shed", "cache_hits"} <= set(timeline.column_names)
+    assert result.summary["fleet"]["average_instances"] == pytest.approx(1.0, rel=0.01)
+
+
+def test_closed_loop_users_reissue_after_response_and_think(tmp_path):
+    load = {"concurrency": 4, "think_time": "0.5s", "duration": "30s"}
+    result = run(tmp_path, scenario(load), fleet(pools=[{"replicas": 1, "concurrency": 4, "service_time": 0.5}]))
+    # each user: 0.5 s service + 0.5 s think → 1 request/s each, 4 users, 30 s
+    assert result.summary["requests"]["ok"] == pytest.approx(120, abs=4)
+    t = read_records(result.run_dir)
+    assert set(t["user"].to_pylist()) == {0, 1, 2, 3}
+
+
+def test_weighted_routing_splits_80_20(tmp_path):
+    pools = [{"name": "primary", "replicas": 2, "service_time": FAST, "concurrency": 100, "weight": 80},
+             {"name": "backup", "replicas": 1, "service_time": FAST, "concurrency": 100, "weight": 20}]  # fmt: skip
+    result = run(tmp_path, scenario({"rate": 20, "duration": "50s"}), fleet(pools=pools, router={"policy": "weighted"}))
+    assert result.summary["requests"]["ok"] > 900
+    primary, backup = (result.fleet["pools"][p]["dispatched"] for p in ("primary", "backup"))
+    assert primary / (primary + backup) == pytest.approx(0.8, abs=0.001)
+
+
+def test_failover_with_health_checks_measures_switch_over_and_losses(tmp_path):
+    pools = [{"name": "primary", "replicas": 1, "profile": "tiny", "failures": {"crashes": [{"at": "20s"}], "recovery": "30s"}},
+             {"name": "backup", "replicas": 1, "profile": "tiny"}]  # fmt: skip
+    router = {"policy": "failover", "health_check": {"interval": "5s", "failures": 3, "recovery": 1}}
+    result = run(tmp_path, scenario({"rate": 10, "duration": "90s", "arrival": "constant"}), fleet(pools=pools, router=router))
+    (crash,) = result.fleet["failures"]
+    # the crash comes first at 20 s (LIFECYCLE ranks before CONTROL), so the checks at 20,
+    # 25 and 30 s fail → out at 30 s: 10 s after the crash
+    assert crash["switch_over_s"] == pytest.approx(10.0)
+    assert crash["lost_routed"] == pytest.approx(100, abs=2)  # 10 requests/s for 10 s, each refused
+    assert result.fleet["lost"] == crash["lost_routed"] + crash["lost_in_flight"]
+    assert states(result)["connection_error"] == result.fleet["lost"]
+    assert crash["back_at_s"] == pytest.approx(50.0)  # restarted at 50 s, passes the next check
+
+
+def test_round_robin_and_least_outstanding_use_every_replica(tmp_path):
+    pools = [{"replicas": 3, "service_time": 0.2, "concurrency": 10}]
+    scen = scenario({"rate": 30, "duration": "10s"})
+    counts = run(tmp_path, scen, fleet(pools=pools, router={"policy": "round_robin"}), "rr").fleet["pools"]["default"]["dispatched_by_replica"]
+    assert max(counts) - min(counts) <= 1
+    counts = run(tmp_path, scen, fleet(pools=pools), "lor").fleet["pools"]["default"]["dispatched_by_replica"]
+    assert min(counts) > 0.25 * sum(counts)  # about 6 in flight: spread by what each holds
+
+
+def test_bounded_queue_sheds_with_status_and_serves_paid_first(tmp_path):
+    workload = {"prompt_tokens": 8, "output_tokens": 1,
+                "mix": [{"name": "paid", "tier": "paid", "weight": 1}, {"name": "free", "tier": "free", "weight": 1}]}  # fmt: skip
+    scen = scenario({"rate": 30, "duration": "60s"}, workload=workload, tiers={"paid": {}, "free": {}})
+    pools = [{"replicas": 1, "service_time": 0.05}]  # 20 requests/s of capacity for 30 arriving
+    admission = {"max_depth": 20, "timeout": "2s", "shed_status": 503, "priority": ["paid", "free"]}
+    result = run(tmp_path, scen, fleet(pools=pools, admission=admission))
+    t = read_records(result.run_dir)
+    shed = t.filter(pc.equal(t["state"], "http_error"))
+    assert shed.num_rows == result.fleet["shed"] > 0
+    assert set(shed["http_status"].to_pylist()) == {503}
+    by_tier = result.summary["by_tier"]
+    assert by_tier["paid"]["requests"]["failed"] < 0.05 * by_tier["free"]["requests"]["failed"]
+    ok = t.filter(pc.equal(t["state"], "ok"))
+    wait = lambda tier: np.mean(  # noqa: E731
+        (ok.filter(pc.equal(ok["tier"], tier))["first_byte_ns"].to_numpy() - ok.filter(pc.equal(ok["tier"], tier))["intended_ns"].to_numpy())
+    )
+    assert wait("paid") < wait("free")
+
+
+def test_exact_cache_hits_follow_the_workload(tmp_path):
+    # two prompts only: a dataset read in order repeats them
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "hello there", "output_tokens": 4}\n{"prompt": "good morning", "output_tokens": 4}\n')
+    workload = {"output_tokens": 4, "unique_prefix": False, "dataset": {"path": str(data), "order": "sequential"}}
+    scen = scenario({"rate": 10, "duration": "20s"}, workload=workload)
+    result = run(tmp_path, scen, fleet(pools=[{"replicas": 1, "profile": "tiny"}], cache={"exact": True, "ttl": "5s"}))
+    # one miss per prompt every 5 s (the TTL), the rest hit
+    assert result.fleet["cache_hit_rate"] > 0.9
+    timeline = pq.read_table(result.run_dir / "fleet.parquet")
+    assert sum(timeline["cache_hits"].to_pylist()) == result.fleet["cache_hits"]
+
+
+def test_autoscaler_scales_up_after_cold_start_and_back_down(tmp_path):
+    load = {"rate": {"type": "spike", "base": 5, "peak": 40, "at": "60s", "rise": "5s", "hold": "120s", "decay": "5s", "after": "400s"}}
+    pools = [{"replicas": 1, "service_time": 0.1, "concurrency": 4, "cold_start": "30s",
+              "autoscale": {"metric": "in_flight", "target": 2, "min": 1, "max": 10}}]  # fmt: skip
+    result = run(tmp_path, scenario(load), fleet(pools=pools))
+    timeline = pq.read_table(result.run_dir / "fleet.parquet").to_pydict()
+    replicas, ready, t = timeline["replicas"], timeline["ready"], timeline["t_s"]
+    assert max(replicas) >= 2
+    first_up = next(i for i, n in enumerate(replicas) if n > 1)
+    assert ready[first_up] == 1  # not ready during the cold start
+    assert ready[first_up + 31] > 1
+    assert replicas[-1] == 1  # scaled back down after the 300 s stabilisation window
+    decisions = result.fleet["pools"]["default"]["autoscaler"]
+    assert all(d["desired"] <= 10 for d in decisions)
+    assert t[-1] >= 589
+
+
+def test_scale_to_zero_and_wake_on_request(tmp_path):
+    load = {"rate": {"type": "stages", "stages": [{"duration": "30s", "target": 2}, {"duration": "1s", "target": 0},
+                                                  {"duration": "200s", "target": 0}, {"duration": "1s", "target": 2},
+                                                  {"duration": "30s", "target": 2}]}}  # fmt: skip
+    pools = [{"replicas": 1, "service_time": 0.1, "cold_start": "10s",
+              "autoscale": {"metric": "rps", "target": 5, "min": 0, "max": 3, "scale_to_zero": {"cooldown": "60s"}}}]  # fmt: skip
+    result = run(tmp_path, scenario(load), fleet(pools=pools))
+    timeline = pq.read_table(result.run_dir / "fleet.parquet").to_pydict()
+    assert 0 in timeline["replicas"]
+    assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"]
+    assert result.summary["latency_ms"]["e2e"]["max"] >= 10_000  # the request that woke the pool waited the cold start
+    assert result.fleet["average_instances"] < 0.8
