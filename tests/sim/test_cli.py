@@ -21,9 +21,15 @@ slo: {e2e: 200ms}
 BAD = [
     ("pools: []\n", "1: pools: List should have at least 1 item"),
     ("pools:\n  - name: a\n    profile: nope\n", "3: pools[0].profile: unknown profile"),
-    ("pools:\n  - name: a\n    replicas: 2\n    profile: tiny\n    colds_start: 5s\n", "5: pools[0].colds_start: unknown field"),
+    (
+        "pools:\n  - name: a\n    replicas: 2\n    profile: tiny\n    colds_start: 5s\n",
+        "5: pools[0].colds_start: unknown field",
+    ),
     ("pools:\n  - profile: tiny\n    service_time: 1\n", "2: pools[0]: give exactly one of profile"),
-    ("pools:\n  - profile: tiny\n    autoscale: {metric: rps, target: 1, min: 0}\n", "3: pools[0].autoscale: min: 0 needs scale_to_zero"),
+    (
+        "pools:\n  - profile: tiny\n    autoscale: {metric: rps, target: 1, min: 0}\n",
+        "3: pools[0].autoscale: min: 0 needs scale_to_zero",
+    ),
     ("router: {policy: random}\npools: [{profile: tiny}]\n", "1: router.policy: Input should be"),
     ("pools: [{profile: tiny}]\nadmission: {shed_status: 500}\n", "2: admission.shed_status"),
     ("pools: [{profile: tiny, cold_start: soon}]\n", "1: pools[0].cold_start: expected a duration"),
@@ -52,7 +58,16 @@ def test_cli_compares_fleets_on_the_same_schedule(tmp_path):
     (tmp_path / "one.yaml").write_text("name: one\npools: [{profile: llama2-7b-a10, cost_per_hour: 1.0}]\n")
     (tmp_path / "two.yaml").write_text("name: two\npools: [{profile: llama3-8b-h100, cost_per_hour: 3.0}]\n")
     out = tmp_path / "cmp"
-    args = ["simulate", str(tmp_path / "s.yaml"), "--fleet", str(tmp_path / "one.yaml"), "--fleet", str(tmp_path / "two.yaml"), "--out", str(out)]
+    args = [
+        "simulate",
+        str(tmp_path / "s.yaml"),
+        "--fleet",
+        str(tmp_path / "one.yaml"),
+        "--fleet",
+        str(tmp_path / "two.yaml"),
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "SLA violations" in result.output and "one" in result.output and "two" in result.output

@@ -22,7 +22,14 @@ def states(result) -> dict[str, int]:
 def test_outputs_are_those_of_a_real_run(tmp_path):
     result = run(tmp_path, scenario({"rate": 10, "duration": "20s"}), fleet(pools=[{"replicas": 1, "profile": "tiny"}]))
     d = result.run_dir
-    assert {p.name for p in d.iterdir()} >= {"records.parquet", "summary.json", "scenario.yaml", "run.json", "fleet.parquet", "fleet.json"}
+    assert {p.name for p in d.iterdir()} >= {
+        "records.parquet",
+        "summary.json",
+        "scenario.yaml",
+        "run.json",
+        "fleet.parquet",
+        "fleet.json",
+    }
     table = read_records(d)
     assert table.schema.equals(RECORD_SCHEMA, check_metadata=False)
     r = result.summary["requests"]
@@ -54,7 +61,9 @@ def test_failover_with_health_checks_measures_switch_over_and_losses(tmp_path):
     pools = [{"name": "primary", "replicas": 1, "profile": "tiny", "failures": {"crashes": [{"at": "20s"}], "recovery": "30s"}},
              {"name": "backup", "replicas": 1, "profile": "tiny"}]  # fmt: skip
     router = {"policy": "failover", "health_check": {"interval": "5s", "failures": 3, "recovery": 1}}
-    result = run(tmp_path, scenario({"rate": 10, "duration": "90s", "arrival": "constant"}), fleet(pools=pools, router=router))
+    result = run(
+        tmp_path, scenario({"rate": 10, "duration": "90s", "arrival": "constant"}), fleet(pools=pools, router=router)
+    )
     (crash,) = result.fleet["failures"]
     # the crash comes first at 20 s (LIFECYCLE ranks before CONTROL), so the checks at 20,
     # 25 and 30 s fail → out at 30 s: 10 s after the crash
@@ -68,7 +77,9 @@ def test_failover_with_health_checks_measures_switch_over_and_losses(tmp_path):
 def test_round_robin_and_least_outstanding_use_every_replica(tmp_path):
     pools = [{"replicas": 3, "service_time": 0.2, "concurrency": 10}]
     scen = scenario({"rate": 30, "duration": "10s"})
-    counts = run(tmp_path, scen, fleet(pools=pools, router={"policy": "round_robin"}), "rr").fleet["pools"]["default"]["dispatched_by_replica"]
+    counts = run(tmp_path, scen, fleet(pools=pools, router={"policy": "round_robin"}), "rr").fleet["pools"]["default"][
+        "dispatched_by_replica"
+    ]
     assert max(counts) - min(counts) <= 1
     counts = run(tmp_path, scen, fleet(pools=pools), "lor").fleet["pools"]["default"]["dispatched_by_replica"]
     assert min(counts) > 0.25 * sum(counts)  # about 6 in flight: spread by what each holds
@@ -88,9 +99,11 @@ def test_bounded_queue_sheds_with_status_and_serves_paid_first(tmp_path):
     by_tier = result.summary["by_tier"]
     assert by_tier["paid"]["requests"]["failed"] < 0.05 * by_tier["free"]["requests"]["failed"]
     ok = t.filter(pc.equal(t["state"], "ok"))
-    wait = lambda tier: np.mean(  # noqa: E731
-        (ok.filter(pc.equal(ok["tier"], tier))["first_byte_ns"].to_numpy() - ok.filter(pc.equal(ok["tier"], tier))["intended_ns"].to_numpy())
-    )
+
+    def wait(tier: str) -> float:
+        rows = ok.filter(pc.equal(ok["tier"], tier))
+        return float(np.mean(rows["first_byte_ns"].to_numpy() - rows["intended_ns"].to_numpy()))
+
     assert wait("paid") < wait("free")
 
 
@@ -108,7 +121,18 @@ def test_exact_cache_hits_follow_the_workload(tmp_path):
 
 
 def test_autoscaler_scales_up_after_cold_start_and_back_down(tmp_path):
-    load = {"rate": {"type": "spike", "base": 5, "peak": 40, "at": "60s", "rise": "5s", "hold": "120s", "decay": "5s", "after": "400s"}}
+    load = {
+        "rate": {
+            "type": "spike",
+            "base": 5,
+            "peak": 40,
+            "at": "60s",
+            "rise": "5s",
+            "hold": "120s",
+            "decay": "5s",
+            "after": "400s",
+        }
+    }
     pools = [{"replicas": 1, "service_time": 0.1, "concurrency": 4, "cold_start": "30s",
               "autoscale": {"metric": "in_flight", "target": 2, "min": 1, "max": 10}}]  # fmt: skip
     result = run(tmp_path, scenario(load), fleet(pools=pools))

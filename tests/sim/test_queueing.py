@@ -50,7 +50,9 @@ def test_mean_waiting_time_matches_closed_form(tmp_path, servers, per_replica, l
 
 
 def test_littles_law_holds_on_simulated_output(tmp_path):
-    scen = scenario({"rate": 20, "duration": "300s", "warmup": "20s"}, workload={"prompt_tokens": 300, "output_tokens": 60})
+    scen = scenario(
+        {"rate": 20, "duration": "300s", "warmup": "20s"}, workload={"prompt_tokens": 300, "output_tokens": 60}
+    )
     result = run(tmp_path, scen, fleet(pools=[{"replicas": 1, "profile": "llama3-8b-h100"}]))
     c = result.summary["concurrency"]
     assert c["mean_in_flight"] > 1
