@@ -19,7 +19,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from _targets import scripted_server
+from surgelab.testing.process import scripted_server
 
 from surgelab.runner import run_scenario
 from surgelab.runner.loop import run_async

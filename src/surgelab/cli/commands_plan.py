@@ -72,3 +72,35 @@ def preview(
     if html is not None:
         html.write_text(render_html(data), encoding="utf-8")
         Console().print(f"wrote {html}")
+
+
+@app.command("calibrate")
+def calibrate(
+    workers: int = typer.Option(1, min=1, max=64, help="Worker processes to calibrate for."),
+    seconds: float = typer.Option(3.0, help="Duration of each level."),
+    start: float = typer.Option(100.0, help="First rate tried (req/s)."),
+    show: bool = typer.Option(False, "--show", help="Print the cached figure without measuring."),
+) -> None:
+    """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it."""
+    from surgelab.runner.calibrate import cache_path, find_ceiling, load_calibration, save_calibration
+    from surgelab.testing.process import scripted_server
+
+    console = Console()
+    if show:
+        cached = load_calibration(workers)
+        console.print(
+            f"{cached['ceiling_rps']:.0f} req/s with {workers} worker(s), measured {cached['measured_at']}"
+            if cached
+            else f"not calibrated for {workers} worker(s) on this machine"
+        )
+        return
+
+    def report(level) -> None:
+        mark = "ok " if level.sustained else "no "
+        console.print(f"  {mark} {level.rate:8.0f} req/s → {level.achieved:8.1f} achieved, lag p99 {level.lag_p99_ms:6.2f} ms")
+
+    console.print(f"calibrating with {workers} worker(s) against a zero-delay streaming server on 127.0.0.1 …")
+    with scripted_server() as url:
+        ceiling, levels = find_ceiling(url, workers, seconds, start, on_level=report)
+    save_calibration(workers, ceiling, levels)
+    console.print(f"client ceiling: [bold]{ceiling:.0f} req/s[/] with {workers} worker(s) (cached in {cache_path()})")

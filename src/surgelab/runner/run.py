@@ -21,6 +21,7 @@ from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
 from surgelab.metrics.store import PartStore, merge_parts, read_records, read_table_parts
+from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.execution import SECOND, Execution, Observer, Shard
 from surgelab.runner.live import LiveSnapshot, LiveStats
@@ -165,6 +166,7 @@ def finish(
         table = read_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
         telemetry = summarize_telemetry(table, info["window_start_s"], info["stopped_at_s"])
     attach_telemetry(summary, telemetry)
+    summary["client"] = client_headroom(scenario, int(info.get("workers", 1)))
     write_json(run_dir / "summary.json", summary)
     return RunResult(run_dir=run_dir, summary=summary, stop_reason=stop_reason)
 

@@ -1,0 +1,145 @@
+"""How fast this machine can generate load: the client's own ceiling, measured and cached.
+
+``surgelab calibrate`` drives a zero-delay streaming server of our own (16 output tokens a
+request) at rising constant rates; the ceiling is the highest rate sustained within 5 % with
+schedule lag P99 under 10 ms. It is cached per machine, surgelab version and worker count,
+and every run's summary states its planned peak as a share of it, so a result that is the
+client's limit rather than the server's is flagged. No peer tool publishes this.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from surgelab import __version__
+from surgelab.scenario.model import Scenario
+
+__all__ = ["Level", "find_ceiling", "cache_path", "load_calibration", "save_calibration", "client_headroom"]
+
+WARN_SHARE = 0.7  # above this share of the ceiling the client may be what limits the result
+_LAG_P99_MS = 10.0
+
+
+@dataclass(frozen=True)
+class Level:
+    rate: float
+    achieved: float
+    lag_p50_ms: float
+    lag_p99_ms: float
+    failed: int
+
+    @property
+    def sustained(self) -> bool:
+        return self.achieved >= 0.95 * self.rate and self.lag_p99_ms < _LAG_P99_MS and self.failed == 0
+
+
+def measure(url: str, rate: float, seconds: float, workers: int, work: Path) -> Level:
+    """One constant-rate level against ``url`` (a scripted zero-delay server)."""
+    from surgelab.runner import run_scenario
+    from surgelab.runner.loop import run_async
+    from surgelab.runner.workers import run_with_workers
+    from surgelab.scenario import load_scenario
+
+    overrides = {
+        "target.url": ("", url), "target.model": ("", "ok"), "load.rate": ("", rate),
+        "load.arrival": ("", "constant"), "load.duration": ("", seconds), "load.warmup": ("", min(1.0, seconds / 4)),
+        "load.max_in_flight": ("", 10_000), "workload.prompt_tokens": ("", 64), "workload.output_tokens": ("", 16),
+        "validity.allow_drops": ("", True),
+    }  # fmt: skip
+    scenario = load_scenario(None, overrides)
+    run_dir = work / f"rate-{rate:.0f}-w{workers}"
+    coroutine = run_with_workers(scenario, run_dir, workers) if workers > 1 else run_scenario(scenario, run_dir)
+    s = run_async(coroutine).summary
+    lag = s["schedule_lag_ms"]
+    return Level(rate, s["throughput"]["requests_per_s"], lag["p50"] or 0.0, lag["p99"] or 0.0,
+                 s["requests"]["failed"] + s["requests"]["dropped"])  # fmt: skip
+
+
+def find_ceiling(url: str, workers: int = 1, seconds: float = 3.0, start: float = 100.0, on_level=None) -> tuple[float, list[Level]]:
+    """Climb ×1.5 until a level is not sustained, then bisect three times."""
+    levels: list[Level] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+
+        def level(rate: float) -> Level:
+            result = measure(url, rate, seconds, workers, work)
+            levels.append(result)
+            if on_level is not None:
+                on_level(result)
+            return result
+
+        best, rate = 0.0, start
+        while rate <= 50_000 and level(rate).sustained:
+            best, rate = rate, rate * 1.5
+        lo, hi = best, rate
+        for _ in range(3 if best else 0):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if level(mid).sustained else (lo, mid)
+        return lo, levels
+
+
+def _machine() -> str:
+    return f"{socket.gethostname()}|{platform.machine()}|{os.cpu_count()}cpu"
+
+
+def cache_path() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "surgelab" / "calibration.json"
+
+
+def _key(workers: int) -> str:
+    return f"{_machine()}|surgelab {__version__}|workers={workers}"
+
+
+def load_calibration(workers: int = 1) -> dict[str, Any] | None:
+    try:
+        return json.loads(cache_path().read_text()).get(_key(workers))
+    except (OSError, ValueError):
+        return None
+
+
+def save_calibration(workers: int, ceiling: float, levels: list[Level]) -> dict[str, Any]:
+    path = cache_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    entry = {
+        "ceiling_rps": ceiling, "workers": workers, "measured_at": datetime.now(timezone.utc).isoformat(),
+        "levels": [asdict(level) for level in levels],
+    }  # fmt: skip
+    data[_key(workers)] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+    return entry
+
+
+def client_headroom(scenario: Scenario, workers: int = 1) -> dict[str, Any]:
+    """The planned peak rate as a share of this machine's measured ceiling (the summary's ``client``)."""
+    open_phases = [p for p in scenario.phase_list if p.load.mode == "open"]
+    planned = sum(p.load.shape.peak for p in open_phases) if open_phases else None
+    calibration = load_calibration(workers)
+    block: dict[str, Any] = {"workers": workers, "planned_peak_rps": planned, "calibrated_ceiling_rps": None,
+                             "share_of_ceiling": None, "warning": None, "note": None}  # fmt: skip
+    if calibration is None:
+        block["note"] = f"client not calibrated on this machine for {workers} worker(s): run `surgelab calibrate`"
+        return block
+    ceiling = calibration["ceiling_rps"]
+    block["calibrated_ceiling_rps"] = ceiling
+    if planned is not None and ceiling:
+        share = planned / ceiling
+        block["share_of_ceiling"] = share
+        if share > WARN_SHARE:
+            block["warning"] = (
+                f"planned peak {planned:g} req/s is {share:.0%} of this client's measured ceiling ({ceiling:.0f} req/s "
+                f"with {workers} worker(s)): the result may be the client's limit — add --workers"
+            )
+    return block
