@@ -6,7 +6,13 @@ seeded generator; each resample recomputes the metric (percentiles over the resa
 requests' values, ITL over all gaps of the resampled requests, throughput as resampled
 successes ending in the window ÷ its length). Baseline and candidate are resampled
 independently, and the 95 % interval of the difference is the 2.5th–97.5th percentile of the
-resampled differences (percentile bootstrap). A difference is *significant* when that interval
+resampled differences (percentile bootstrap). A percentile with fewer than 20 values beyond it in
+either run (P99 of fewer than 2,000 requests) is out of the bootstrap's reach — resamples
+cannot invent a tail, and such a tail is one or two requests that a single hiccup of client,
+network or server puts there — so its interval is the distribution-free one (each run's 95 %
+order-statistic interval, binomial ranks, clipped to the sample; the widest difference they
+allow) and it is called different only when the two runs barely overlap: the candidate's
+percentile lies beyond the baseline's mirror percentile (P1 for P99) or the reverse. A difference is *significant* when that interval
 excludes zero **and** it exceeds ``min_effect`` of the baseline (5 % by default, so that two
 runs of one configuration that differ by a hair are not called different) **and**, for
 latencies, the client's own timing resolution (the larger schedule-lag P99 of the two runs:
@@ -119,6 +125,8 @@ class _Metric:
     unit: str
     better: str  # "lower" or "higher"
     stat: Stat
+    column: str | None = None  # percentile metrics: the value column and the percentile
+    q: float = 0.0
 
 
 METRICS = (
@@ -126,12 +134,8 @@ METRICS = (
     _Metric("output_tokens", "output tokens", "tok/s", "higher",
             lambda s, w, _: float((s.tokens_in_window if w is None else s.tokens_in_window * w).sum()) / s.window_s),
     _Metric("error_rate", "error rate", "%", "lower", _error_rate),
-    _Metric("ttft_p50", "TTFT p50", "ms", "lower", _pct("ttft", 50)),
-    _Metric("ttft_p99", "TTFT p99", "ms", "lower", _pct("ttft", 99)),
-    _Metric("itl_p50", "ITL p50", "ms", "lower", _pct("itl", 50)),
-    _Metric("itl_p99", "ITL p99", "ms", "lower", _pct("itl", 99)),
-    _Metric("e2e_p50", "E2E p50", "ms", "lower", _pct("e2e", 50)),
-    _Metric("e2e_p99", "E2E p99", "ms", "lower", _pct("e2e", 99)),
+    *(_Metric(f"{c}_p{q}", f"{c.upper()} p{q}", "ms", "lower", _pct(c, q), c, q)
+      for c in ("ttft", "itl", "e2e") for q in (50, 99)),
 )  # fmt: skip
 
 
@@ -183,6 +187,27 @@ def _bootstrap(stat: Stat, s: _Sample, cols: dict[str, _Weighted], rng: np.rando
     return out
 
 
+TAIL_MIN = 20  # values beyond a percentile needed for the bootstrap
+
+
+def _rank_interval(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
+    """Distribution-free 95 % interval of the q-th percentile: order statistics at binomial ranks."""
+    n = sorted_values.size
+    if n == 0:
+        return float("nan"), float("nan")
+    p = q / 100.0
+    half = 1.96 * np.sqrt(n * p * (1 - p))
+    lo = int(np.clip(np.floor(n * p - half), 1, n))
+    hi = int(np.clip(np.ceil(n * p + half) + 1, 1, n))
+    return float(sorted_values[lo - 1]), float(sorted_values[hi - 1])
+
+
+def _separated(a: np.ndarray, b: np.ndarray, q: float) -> bool:
+    """Barely overlapping runs: one run's q-th percentile beyond the other's (100 − q)-th."""
+    a_q, a_m, b_q, b_m = (float(np.percentile(x, p)) for x, p in ((a, q), (a, 100 - q), (b, q), (b, 100 - q)))
+    return b_q < a_m or a_q < b_m
+
+
 def _verdict(metric: _Metric, base: float, diff: float, lo: float, hi: float, min_effect: float, floor: float) -> str:
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(diff)):
         return "not significant"
@@ -224,10 +249,20 @@ def compare_runs(
             boot = _bootstrap(metric.stat, s, cols, rng, resamples) - base_boot
             boot = boot[np.isfinite(boot)]
             lo, hi = (np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan))
+            sparse = False
+            if metric.column is not None:
+                a, b = columns[0][metric.column].sorted, cols[metric.column].sorted
+                if min(a.size, b.size) * (1 - metric.q / 100.0) < TAIL_MIN:
+                    sparse = True
+                    (a_lo, a_hi), (b_lo, b_hi) = _rank_interval(a, metric.q), _rank_interval(b, metric.q)
+                    lo, hi = b_lo - a_hi, b_hi - a_lo
+                    if a.size and b.size and not _separated(a, b, metric.q):
+                        lo, hi = min(lo, 0.0), max(hi, 0.0)  # overlapping runs: no claim either way
             diff = value - values[0]
             rel = diff / values[0] if np.isfinite(values[0]) and values[0] else float("nan")
             diffs.append({"diff": _finite(diff), "rel": _finite(rel), "ci_low": _finite(lo), "ci_high": _finite(hi),
-                          "verdict": _verdict(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor))})  # fmt: skip
+                          "verdict": _verdict(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor)),
+                          "sparse_tail": sparse})  # fmt: skip
         metrics.append(MetricComparison(metric.id, metric.label, metric.unit, metric.better, [_finite(v) for v in values], diffs))
     labels = _labels(paths)
     runs = [

@@ -1,0 +1,125 @@
+"""Shared pieces for report tests: embedded servers, runs made through the real CLI, a real Chromium.
+
+The browser is Debian's ``chromium`` driven by Playwright's driver (never a downloaded browser);
+each test gets a fresh ``--user-data-dir``. Screenshots land in ``$SURGELAB_SCREENSHOT_DIR`` when
+set, else in the session's temporary directory (the path is printed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from surgelab.server.process import ServerProcess
+
+CHROMIUM = os.environ.get("SURGELAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_server() -> Iterator[ServerProcess]:
+    with ServerProcess(["--seed", "7"], profile="tiny") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def h100_server() -> Iterator[ServerProcess]:
+    """A server with realistic step times (Llama-3-8B on an H100): latencies far above loopback noise."""
+    with ServerProcess(["--seed", "7"], profile="llama3-8b-h100") as server:
+        yield server
+
+
+def surgelab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "160"}
+    return subprocess.run([sys.executable, "-m", "surgelab", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def scenario_file(path: Path, url: str, *, rate: float = 30, duration: str = "3s", warmup: str = "0.5s",
+                  output_tokens: int = 8, mix: bool = True) -> Path:  # fmt: skip
+    """An open-loop scenario with two request classes in two tiers (so breakdowns have content)."""
+    data: dict = {
+        "name": "report-test",
+        "seed": 11,
+        "target": {"url": url, "model": "surgelab-test"},
+        "load": {"rate": rate, "arrival": "poisson", "duration": duration, "warmup": warmup},
+        "workload": {"prompt_tokens": 32, "output_tokens": output_tokens},
+        "thresholds": ["p99(ttft) < 5s", "error_rate < 50%"],
+    }
+    if mix:
+        data["tiers"] = {"paid": {"slo": {"ttft": "1s"}}, "free": {"slo": {"ttft": "3s"}}}
+        data["workload"]["mix"] = [
+            {"name": "chat", "weight": 3, "tier": "free"},
+            {"name": "summarize", "weight": 1, "tier": "paid", "prompt_tokens": 128, "output_tokens": 16},
+        ]
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def make_run(tmp: Path, server: ServerProcess, name: str, *extra: str, **kw) -> Path:
+    out = tmp / name
+    scenario = scenario_file(tmp / f"{name}.yaml", server.base_url, **kw)
+    result = surgelab("run", str(scenario), "--out", str(out), "-q", *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def surgelab_cli():
+    """``surgelab_cli(*args)``: the command line as a subprocess (exit code, stdout, stderr)."""
+    return surgelab
+
+
+@pytest.fixture(scope="session")
+def run_maker():
+    """``run_maker(tmp, server, name, *flags, **scenario)``: a run directory made by ``surgelab run``."""
+    return make_run
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(os.environ.get("SURGELAB_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def playwright_driver() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (test extra) is not installed")
+    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture
+def browser(playwright_driver) -> Iterator:
+    """A fresh persistent Chromium context (its own user-data-dir); ``browser(offline=True)`` blocks the network."""
+    contexts = []
+
+    def launch(offline: bool = False):
+        user_data = tempfile.mkdtemp(prefix="surgelab-chromium-")
+        try:
+            ctx = playwright_driver.chromium.launch_persistent_context(
+                user_data, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, offline=offline,
+                viewport={"width": 1280, "height": 900},
+            )  # fmt: skip
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            pytest.skip(f"chromium cannot start: {str(exc).splitlines()[0]}")
+        contexts.append((ctx, user_data))
+        return ctx
+
+    yield launch
+    for ctx, user_data in contexts:
+        ctx.close()
+        shutil.rmtree(user_data, ignore_errors=True)

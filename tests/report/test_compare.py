@@ -1,0 +1,74 @@
+"""``surgelab compare``: a real difference is significant, two runs of one configuration are not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from surgelab.report.compare import METHOD, compare_runs
+
+LATENCIES = ("ttft_p50", "ttft_p99", "itl_p50", "e2e_p50", "e2e_p99")
+RUN = {"rate": 40, "duration": "3.5s", "warmup": "0.5s", "output_tokens": 16, "mix": False}
+
+
+@pytest.fixture(scope="session")
+def runs(h100_server, tiny_server, tmp_path_factory, run_maker) -> dict[str, Path]:
+    """Two runs of one configuration (Llama-3-8B on an H100 profile) and one against the tiny profile."""
+    tmp = tmp_path_factory.mktemp("compare")
+    return {
+        "h100-a": run_maker(tmp, h100_server, "h100-a", **RUN),
+        "h100-b": run_maker(tmp, h100_server, "h100-b", **RUN),
+        "tiny": run_maker(tmp, tiny_server, "tiny", **RUN),
+    }
+
+
+def test_a_different_profile_is_significantly_faster(runs):
+    data = compare_runs([runs["h100-a"], runs["tiny"]], seed=1, resamples=400)
+    verdicts = data.verdicts()
+    for metric in LATENCIES:
+        assert verdicts[metric] == "better", (metric, verdicts, [m for m in data.metrics if m.id == metric])
+    e2e = next(m for m in data.metrics if m.id == "e2e_p50")
+    assert e2e.diffs[0]["ci_high"] < 0 and e2e.values[1] < e2e.values[0] / 5
+    # and the other way round it is worse
+    assert compare_runs([runs["tiny"], runs["h100-a"]], seed=1, resamples=400).verdicts()["e2e_p50"] == "worse"
+
+
+def test_two_runs_of_one_configuration_are_not_significantly_different(runs):
+    data = compare_runs([runs["h100-a"], runs["h100-b"]], seed=1, resamples=400)
+    assert set(data.verdicts().values()) == {"not significant"}, [(m.id, m.values, m.diffs) for m in data.metrics]
+    for m in data.metrics:  # the intervals are real intervals around the observed difference
+        d = m.diffs[0]
+        if d["diff"] is not None and d["ci_low"] is not None:
+            assert d["ci_low"] <= d["ci_high"]
+
+
+def test_the_bootstrap_is_seeded(runs):
+    first = compare_runs([runs["h100-a"], runs["h100-b"]], seed=3, resamples=200)
+    again = compare_runs([runs["h100-a"], runs["h100-b"]], seed=3, resamples=200)
+    other = compare_runs([runs["h100-a"], runs["h100-b"]], seed=4, resamples=200)
+    assert first.to_json() == again.to_json()
+    assert [m.diffs for m in first.metrics] != [m.diffs for m in other.metrics]
+
+
+def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, browser, screenshot_dir):
+    out, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
+    result = surgelab_cli("compare", str(runs["h100-a"]), str(runs["h100-b"]), str(runs["tiny"]),
+                          "--out", str(out), "--json", str(js), "--resamples", "200")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "h100-b against baseline h100-a" in result.stdout and "tiny against baseline h100-a" in result.stdout
+    assert "better" in result.stdout and "not significant" in result.stdout and "bootstrap" in result.stdout
+    model = json.loads(js.read_text())
+    assert model["kind"] == "compare" and model["method"] == METHOD and len(model["runs"]) == 3
+    page = browser(offline=True).new_page()
+    page.goto(out.as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    for chart_id in ("chart-cmp-ttft_ms", "chart-cmp-itl_ms", "chart-cmp-e2e_ms", "chart-cmp-throughput"):
+        assert charts[chart_id]["traces"] == ["h100-a", "h100-b", "tiny"]
+        assert all(p > 0 for p in charts[chart_id]["points"]), chart_id
+    assert page.locator("#metrics-table tr").count() == 1 + len(model["metrics"])
+    page.screenshot(path=str(screenshot_dir / "compare.png"), full_page=True)
+    two = surgelab_cli("compare", str(runs["tiny"]))
+    assert two.returncode == 2 and "at least two" in two.stderr

@@ -1,0 +1,89 @@
+"""report.html: written by every run, rebuilt by ``surgelab report``, drawn offline in a real Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from surgelab.report.model import REPORT_VERSION, build_report_data
+
+RUN_CHARTS = {
+    "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
+    "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-by_phase",
+    "chart-telemetry", "chart-telemetry-overlay",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def run_dir(tiny_server, tmp_path_factory, run_maker) -> Path:
+    """A 3 s run of two request classes in two tiers, scraping the server's /metrics."""
+    tmp = tmp_path_factory.mktemp("report")
+    return run_maker(tmp, tiny_server, "run", "--scrape", tiny_server.root_url + "/metrics")
+
+
+def test_every_run_writes_a_self_contained_report(run_dir):
+    html = (run_dir / "report.html").read_text()
+    assert "<script src=" not in html and "cdn" not in html.lower().split("plotly.js v")[0]
+    assert "plotly.js v" in html  # the library itself is inside
+    assert 'id="report-data"' in html
+
+
+def test_report_model_agrees_with_the_summary(run_dir):
+    data = build_report_data(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert data.version == REPORT_VERSION and data.kind == "run"
+    ts = data.timeseries
+    n = len(ts["t"])
+    assert all(len(ts[k]) == n for k in ("arrivals_per_s", "sends_per_s", "throughput_per_s", "in_flight", "littles_law"))
+    assert sum(ts["arrivals_per_s"]) == summary["requests"]["scheduled"]
+    assert ts["target"]["unit"] == "req/s" and max(ts["target"]["level"]) == 30
+    assert set(data.breakdowns["by_class"]) == {"chat", "summarize"}
+    assert set(data.breakdowns["by_tier"]) == {"free", "paid"}
+    cards = {c["id"]: c["value"] for c in data.cards}
+    assert cards["throughput"] == summary["throughput"]["requests_per_s"]
+    assert cards["ttft_p99"] == summary["latency_ms"]["ttft"]["p99"]
+    assert data.telemetry is not None and any("running" in name for name in data.telemetry["series"])
+    assert len(data.cdfs["ttft_ms"]["x"]) == min(400, summary["latency_ms"]["ttft"]["count"])
+    json.loads(data.to_json())  # strict JSON: no NaN
+
+
+def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir):
+    ctx = browser(offline=True)
+    requests: list[str] = []
+    ctx.on("request", lambda r: requests.append(r.url))
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((run_dir / "report.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file:")] == []
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    assert set(charts) >= RUN_CHARTS, RUN_CHARTS - set(charts)
+    for chart_id, chart in charts.items():
+        assert chart["points"] and all(p > 0 for p in chart["points"]), (chart_id, chart)
+    model = page.evaluate("window.SURGELAB_REPORT")
+    n = len(model["timeseries"]["t"])
+    assert charts["chart-load"]["points"] == [n] * 4  # target, arrivals, sent, throughput
+    assert charts["chart-by_class"]["points"] == [2, 2, 2, 2]
+    # the plotted data are the model's: plotly's own trace holds them
+    plotted = page.evaluate("document.getElementById('chart-cdf-e2e').data[0].x.length")
+    assert plotted == len(model["cdfs"]["e2e_ms"]["x"])
+    assert page.inner_text("#card-validity .value") == "valid"
+    page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
+    print(f"screenshot: {screenshot_dir / 'report.png'}")
+
+
+def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli):
+    (run_dir / "report.html").unlink()
+    result = surgelab_cli("report", str(run_dir), "--json", str(tmp_path / "report.json"))
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "report.html").exists()
+    assert json.loads((tmp_path / "report.json").read_text())["version"] == REPORT_VERSION
+    shown = surgelab_cli("show", str(run_dir))
+    assert shown.returncode == 0, shown.stderr
+    assert "report-test · open loop" in shown.stdout and "TTFT" in shown.stdout and "throughput (ok/s)" in shown.stdout
+    missing = surgelab_cli("show", str(tmp_path))
+    assert missing.returncode == 2 and "not a run directory" in missing.stderr
