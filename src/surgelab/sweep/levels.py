@@ -40,8 +40,8 @@ def ladder(config: SweepConfig) -> list[float]:
 def refinement(done: list[float], knee_level: float | None, config: SweepConfig, budget: int) -> list[float]:
     """New levels strictly between the knee's neighbours (already measured), none repeated.
 
-    With the coarse levels ``… a < k < b …`` around the knee ``k``, ``refine`` points are
-    spread evenly over (a, b) excluding k itself; integer levels for users.
+    With the coarse levels ``… a < k < b …`` around the knee ``k``, ``refine`` new points are
+    spread evenly over (a, b), avoiding levels already run; integer levels for users.
     """
     if knee_level is None or config.refine == 0 or budget <= 0:
         return []
@@ -52,11 +52,15 @@ def refinement(done: list[float], knee_level: float | None, config: SweepConfig,
     lo = ordered[i - 1] if i > 0 else knee_level / config.factor
     hi = ordered[i + 1] if i + 1 < len(ordered) else knee_level * config.factor
     whole = config.mode == "concurrency"
-    count = config.refine + 1  # points including k, spread over (lo, hi)
-    candidates = [lo + (hi - lo) * j / (count + 1) for j in range(1, count + 1)]
-    new: list[float] = []
-    for c in candidates:
-        v = _round(c, whole)
-        if lo < v < hi and v not in ordered and v not in new:
-            new.append(v)
-    return sorted(new)[:budget]
+    best: list[float] = []
+    for count in range(config.refine, config.refine + 4):  # a point may land on k or round onto a neighbour
+        new: list[float] = []
+        for j in range(1, count + 1):
+            v = _round(lo + (hi - lo) * j / (count + 1), whole)
+            if lo < v < hi and v not in ordered and v not in new:
+                new.append(v)
+        if len(new) > len(best):
+            best = new
+        if len(best) >= config.refine:
+            break
+    return sorted(best)[: min(budget, config.refine)]
