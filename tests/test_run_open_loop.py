@@ -203,7 +203,7 @@ def _documented_fields() -> list[str]:
     section = doc.split("## Fields", 1)[1].split("\n## ", 1)[0]
     fields = []
     for line in section.splitlines():
-        if not line.startswith("| `"):
+        if not line.startswith("| `") or "absent without" in line:  # optional blocks, e.g. telemetry
             continue
         parent = ""
         for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
