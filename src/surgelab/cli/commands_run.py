@@ -109,6 +109,7 @@ def run(
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
     prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default)."),
     workers: int = typer.Option(1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."),
+    ray: str | None = typer.Option(None, help="Run the workers as Ray actors: a cluster address, 'auto', or 'local'."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
@@ -139,7 +140,7 @@ def run(
         raise typer.Exit(
             execute(
                 scenario, console=Console(stderr=False), quiet=quiet,
-                observers=[*observers, board] if board else observers, workers=workers,
+                observers=[*observers, board] if board else observers, workers=workers, ray=ray,
             )  # fmt: skip
         )
     finally:
@@ -178,6 +179,7 @@ def execute(
     run_dir: Path | None = None,
     observers: Sequence[Any] = (),
     workers: int = 1,
+    ray: str | None = None,
 ) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
     from surgelab.report.terminal import LiveView, print_summary
@@ -196,6 +198,10 @@ def execute(
     view = LiveView(console) if not quiet else None
 
     def start(on_tick: Any) -> Any:
+        if ray is not None:
+            from surgelab.runner.ray_backend import run_on_ray
+
+            return run_on_ray(scenario, run_dir, workers, ray, api_key=api_key, on_tick=on_tick)
         if workers > 1:
             from surgelab.runner.workers import run_with_workers
 
@@ -211,6 +217,8 @@ def execute(
         else:
             result = run_async(start(None))
     except RunDirError as exc:
+        raise fail(str(exc)) from None
+    except RuntimeError as exc:  # a worker layout that cannot start (Ray missing, a worker that died at start)
         raise fail(str(exc)) from None
     from surgelab.report.outputs import finalize_run
 
