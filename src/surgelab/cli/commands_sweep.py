@@ -45,6 +45,18 @@ def _levels(text: str | None) -> list[float] | None:
         raise fail(f"--levels: expected numbers separated by commas, e.g. 1,2,4,8, got {text!r}") from None
 
 
+def _thresholds(exprs: list[str], flag: str) -> list[Any]:
+    from surgelab.conditions import Threshold
+
+    out = []
+    for expr in exprs:
+        try:
+            out.append(Threshold(expr=expr))
+        except ValidationError as exc:
+            raise fail(f"{flag}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    return out
+
+
 def _validation(exc: ValidationError) -> str:
     parts = []
     for e in exc.errors():
@@ -186,6 +198,8 @@ def plan(
     target_wait: str | None = typer.Option(None, help="--model mmc: find the fewest servers with this mean wait."),
 ) -> None:
     """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
+    from surgelab.conditions import Threshold
+
     console = Console()
     if queue_model is not None:
         _queueing(queue_model, rate, service_time, servers, target_wait, console)
@@ -204,17 +218,17 @@ def plan(
         forecast = peak_from(peak, _duration(peak_window, "--peak-window") or 0.0)
     except PeakError as exc:
         raise fail(str(exc)) from None
+    used_slo = _thresholds(slo or [], "--slo")
     sweep_result, in_flight, source = None, None, "given with --capacity"
     if sweep_file is not None:
-        from surgelab.conditions import Threshold
-
         try:
             sweep_result = read_sweep(sweep_file)
-            slos = [Threshold(expr=s) for s in slo] if slo else None
+            slos = used_slo or None
             cap = capacity_from_sweep(sweep_result, slos, _ratio(max_error_rate, "--max-error-rate"))
         except (SweepFileError, ValueError) as exc:
             raise fail(str(exc).splitlines()[0]) from None
         capacity, in_flight = cap["requests_per_s"], cap.get("mean_in_flight")
+        used_slo = [Threshold(expr=e) for e in cap["slo"]]
         source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
     assert capacity is not None
     inputs = FleetInputs(
@@ -227,11 +241,11 @@ def plan(
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
     if out is not None:
-        _write_artefacts(out, result, sweep_result, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, console)
+        _write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, console)
 
 
 def _write_artefacts(
-    out: Path, result: Any, sweep_result: Any, deployment: str, namespace: str | None, metric: str,
+    out: Path, result: Any, slos: list[Any], deployment: str, namespace: str | None, metric: str,
     metric_name: str | None, min_replicas: int | None, console: Console,
 ) -> None:  # fmt: skip
     from surgelab.plan.k8s import HpaSpec, alert_rules, dump_yaml, hpa_manifest
@@ -242,9 +256,7 @@ def _write_artefacts(
     if metric == "inflight" and not result.capacity_in_flight:
         metric = "rps"  # no in-flight figure without a sweep
     per_pod = (result.capacity_in_flight if metric == "inflight" else result.capacity) * fleet.inputs.safety
-    ttft = None
-    if sweep_result is not None:
-        ttft = next((float(e.split("<=")[1].strip().removesuffix("ms")) / 1000 for e in sweep_result.slo if "(ttft)" in e), None)
+    ttft = next((t.value for t in slos if t.metric == "ttft" and t.op in ("<", "<=")), None)
     try:
         spec = HpaSpec(
             deployment, min_replicas if min_replicas is not None else 1 + fleet.inputs.spares, fleet.total,

@@ -29,7 +29,8 @@ def sweep_table(result: SweepResult) -> Table:
     knee_i = result.knee.get("row_index") if result.knee else None
     cap_i = result.sla_capacity["index"] if result.sla_capacity else None
     table = Table(title=f"sweep {result.name} ({result.mode}, {result.unit})", title_justify="left")
-    columns = (result.unit, "req/s", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "errors", "in flight", "")
+    first = "users" if result.mode == "concurrency" else "offered"
+    columns = (first, "req/s", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "errors", "in flight", "")
     for col in columns:
         table.add_column(col, justify="right" if col else "left")
     for row in result.sorted_levels():
