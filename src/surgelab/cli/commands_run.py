@@ -257,3 +257,27 @@ def schema(
         return
     json.dump(Scenario.model_json_schema(by_alias=True), sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+@app.command("summarize")
+def summarize_command(run_dir: Path = typer.Argument(..., metavar="RUN", help="A run directory, finished or not.")) -> None:
+    """Rebuild summary.json (and the report) from a run directory's records — after a crash too."""
+    from surgelab.report.terminal import print_summary
+    from surgelab.runner.run import write_summary
+    from surgelab.runner.rundir import read_json
+
+    try:
+        data = yaml.safe_load((run_dir / "scenario.yaml").read_text(encoding="utf-8"))
+        info = read_json(run_dir / "run.json")
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise fail(f"{run_dir} is not a run directory: {exc}") from None
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": run_dir})
+    except ValueError as exc:
+        raise fail(f"{run_dir / 'scenario.yaml'}: {str(exc).splitlines()[0]}") from None
+    summary = write_summary(scenario, run_dir, info)
+    from surgelab.report.outputs import finalize_run
+
+    finalize_run(run_dir, Console(stderr=True))  # a report problem is a warning; the summary stands
+    print_summary(summary, Console())
+    Console().print(f"wrote {run_dir / 'summary.json'}")

@@ -134,5 +134,5 @@ async def run_on_ray(
         RecordStore(run_dir, worker=k).write(table)
     reasons = [r["reason"] for r in results if r["reason"] != "completed"]
     stops = [r["at_ns"] for r in results if r["at_ns"] is not None]
-    return finish(scenario, run_dir, info, reasons[0] if reasons else "completed", min(stops) if stops else None,
-                  time.perf_counter_ns() - t0, None)  # fmt: skip
+    reason, stop_at = (reasons[0] if reasons else "completed"), (min(stops) if stops else None)
+    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0)

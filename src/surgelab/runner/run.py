@@ -20,7 +20,7 @@ from typing import Any
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
-from surgelab.metrics.store import PartStore, merge_parts, read_records, read_table_parts
+from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_records, read_table_parts
 from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.execution import SECOND, Execution, Observer, Shard
@@ -36,7 +36,7 @@ from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, ScrapeSource
 
-__all__ = ["RunResult", "run_scenario", "run_shard", "prepare", "finish", "open_loop_offsets"]
+__all__ = ["RunResult", "run_scenario", "run_shard", "prepare", "finish", "write_summary", "open_loop_offsets"]
 
 
 @dataclass
@@ -150,25 +150,34 @@ def pool_size(plans: list[PhasePlan]) -> int:
 
 
 def finish(
-    scenario: Scenario, run_dir: Path, info: dict[str, Any], stop_reason: str, stop_at_ns: int | None, wall_ns: int,
-    scraper: Scraper | None,
-) -> RunResult:  # fmt: skip
-    """Merge what every writer left, summarise, and write ``summary.json``."""
+    scenario: Scenario, run_dir: Path, info: dict[str, Any], stop_reason: str, stop_at_ns: int | None, wall_ns: int
+) -> RunResult:
+    """Record how the run ended, merge what every writer left, summarise, and write ``summary.json``."""
     run_end_ns = int(info["planned_duration_s"] * SECOND)
     stopped_at = min(stop_at_ns, run_end_ns) if stop_at_ns is not None else run_end_ns
     info.update(stop_reason=stop_reason, stopped_at_s=stopped_at / SECOND, wall_s=wall_ns / SECOND)
-    merge_parts(run_dir)
     write_json(run_dir / "run.json", info)
+    return RunResult(run_dir=run_dir, summary=write_summary(scenario, run_dir, info), stop_reason=stop_reason)
+
+
+def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json`` from what is on disk: records (and telemetry) parts are merged first.
+
+    Used at the end of every run and by ``surgelab summarize`` after a crash, when ``info``
+    has no stop facts and the records say how far the run got.
+    """
+    merge_parts(run_dir)
     summary = summarize(read_records(run_dir), scenario, RunInfo.from_dict(info))
     telemetry = {}
-    if scraper is not None:
-        scraper.store.finalize()
+    if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
+        merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
         table = read_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
-        telemetry = summarize_telemetry(table, info["window_start_s"], info["stopped_at_s"])
+        end = info.get("stopped_at_s") or summary["duration_s"] + info.get("window_start_s", 0.0)
+        telemetry = summarize_telemetry(table, info.get("window_start_s", 0.0), end)
     attach_telemetry(summary, telemetry)
     summary["client"] = client_headroom(scenario, int(info.get("workers", 1)))
     write_json(run_dir / "summary.json", summary)
-    return RunResult(run_dir=run_dir, summary=summary, stop_reason=stop_reason)
+    return summary
 
 
 async def run_shard(
@@ -209,8 +218,8 @@ async def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
     run_dir, plans, info = prepare(scenario, run_dir)
-    ex, scraper = await run_shard(
+    ex, _ = await run_shard(
         scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
         handle_signals=handle_signals, observers=observers,
     )  # fmt: skip
-    return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock(), scraper)
+    return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock())

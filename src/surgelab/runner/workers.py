@@ -197,4 +197,4 @@ async def run_with_workers(
         reason = reasons[0] if reasons else ("completed" if not missing else f"worker(s) {missing} ended without finishing")
         stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
         stop_at = min(stops) if stops else None
-    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0, scraper)
+    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0)

@@ -1,0 +1,36 @@
+"""`surgelab summarize` rebuilds the summary of a run that was killed outright."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+
+def test_summarize_after_kill_9(timed_server, cli, tmp_path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "surgelab", "run", "--url", timed_server.url, "--model", "ok", "--rate", "20",
+         "--duration", "30s", "--max-tokens", "4", "--out", str(out), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(3.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert not (out / "summary.json").exists()
+    result = cli("summarize", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    requests = summary["requests"]
+    assert requests["scheduled"] >= 20  # at least the first two seconds' flushes
+    assert requests["scheduled"] == requests["ok"] + requests["failed"] + requests["dropped"] + requests["cancelled"]
+    assert summary["stop_reason"].startswith("unknown")
+    assert not (out / "records.parts").exists() and (out / "records.parquet").is_file()
+
+
+def test_summarize_refuses_a_directory_that_is_not_a_run(cli, tmp_path) -> None:
+    result = cli("summarize", str(tmp_path))
+    assert result.returncode == 2
+    assert "is not a run directory" in result.stderr and "Traceback" not in result.stderr
