@@ -81,6 +81,12 @@ def surgelab_cli():
 
 
 @pytest.fixture(scope="session")
+def scenario_maker():
+    """``scenario_maker(path, url, **options)``: a scenario file (two classes in two tiers by default)."""
+    return scenario_file
+
+
+@pytest.fixture(scope="session")
 def run_maker():
     """``run_maker(tmp, server, name, *flags, **scenario)``: a run directory made by ``surgelab run``."""
     return make_run

@@ -9,22 +9,20 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-__all__ = ["plotly_js", "plotly_js_bytes", "script_safe"]
+__all__ = ["plotly_js", "plotly_js_path", "script_safe"]
 
 
-@cache
-def plotly_js() -> str:
+def plotly_js_path() -> Path:
     try:
         import plotly
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise RuntimeError("HTML reports need the 'plotly' package (pip install plotly)") from exc
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    return path.read_text(encoding="utf-8")
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
 @cache
-def plotly_js_bytes() -> bytes:
-    return plotly_js().encode("utf-8")
+def plotly_js() -> str:
+    return plotly_js_path().read_text(encoding="utf-8")
 
 
 def script_safe(text: str) -> str:

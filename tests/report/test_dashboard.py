@@ -1,0 +1,160 @@
+"""The live dashboard: a real browser connects late, sees the run since its start, the numbers
+advance, a reload picks the history up again; and serving it does not disturb the schedule."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from surgelab.dashboard import Dashboard, DashboardSettings
+from surgelab.runner import run_scenario
+from surgelab.runner.loop import run_async
+from surgelab.scenario import load_scenario
+
+
+def _read_url(process: subprocess.Popen, timeout: float = 20.0) -> str:
+    """The URL ``surgelab run --dashboard`` prints first (read on a thread: bounded wait)."""
+    found: list[str] = []
+
+    def reader() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            if line.startswith("dashboard: "):
+                found.append(line.split(" ", 1)[1].strip())
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert found, "no dashboard URL printed"
+    return found[0]
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, tmp_path, scenario_maker):
+    scenario = scenario_maker(tmp_path / "live.yaml", tiny_server.base_url, rate=20, duration="9s", warmup="0.5s")
+    out = tmp_path / "live"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "surgelab", "run", str(scenario), "--out", str(out), "-q",
+               "--dashboard", "--dashboard-token", "t0ken"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = _read_url(process)
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/?token=t0ken")
+        base = url.split("?")[0]
+        assert _get(base) == 403 and _get(base + "api/state") == 403
+        assert _get(base + "api/state?token=t0ken") == 200
+        time.sleep(1.0)  # the browser comes late
+        page = browser().new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_function("window.SURGELAB_DASH.polls >= 1 && window.SURGELAB_DASH.last !== null", timeout=10_000)
+        first = page.evaluate("({n: SURGELAB_DASH.entries.length, t0: SURGELAB_DASH.entries[0].elapsed_s, "
+                              "t: SURGELAB_DASH.last.elapsed_s, ok: SURGELAB_DASH.last.ok})")  # fmt: skip
+        assert first["t0"] < 1.0, "the history since the start is served to a late browser"
+        assert first["n"] >= 2
+        page.wait_for_function(
+            f"SURGELAB_DASH.last.ok >= {first['ok']} + 10 && SURGELAB_DASH.last.elapsed_s >= {first['t']} + 1.0",
+            timeout=10_000,
+        )
+        later = page.evaluate("SURGELAB_DASH.last")
+        assert later["scheduled"] >= later["ok"] >= first["ok"] + 10
+        assert later["send_rate"] > 0 and later["completion_rate"] > 0
+        # the pipeline shows the same numbers
+        assert page.inner_text("#count-ok .value") == str(later["ok"]) or int(page.inner_text("#count-ok .value")) >= later["ok"]
+        assert page.text_content("#node-responses-1").endswith("/s")
+        assert page.text_content("#edge-0").endswith("/s") and page.text_content("#edge-3").endswith("/s")
+        charts = page.evaluate("window.SURGELAB_CHARTS")
+        for chart_id in ("live-throughput", "live-latency", "live-inflight", "live-errors"):
+            assert charts[chart_id]["points"] and all(p >= 3 for p in charts[chart_id]["points"]), (chart_id, charts[chart_id])
+        assert charts["live-throughput"]["traces"][0] == "target req/s"
+        page.screenshot(path=str(screenshot_dir / "dashboard.png"))
+        seen = page.evaluate("SURGELAB_DASH.entries.length")
+        page.reload()  # a reconnecting browser gets the whole history again
+        page.wait_for_function("window.SURGELAB_DASH.polls >= 1 && window.SURGELAB_DASH.last !== null", timeout=10_000)
+        assert page.evaluate("SURGELAB_DASH.entries.length") >= seen
+        assert page.evaluate("SURGELAB_DASH.entries[0].elapsed_s") < 1.0
+        assert errors == []
+        assert process.wait(timeout=30) == 0, process.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert (out / "report.html").exists() and (out / "summary.json").exists()
+    # the server went away with the run
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
+
+
+def _lag(tmp_path, server, scenario_maker, name: str, dashboard: bool) -> tuple[dict, int]:
+    path = scenario_maker(tmp_path / f"{name}.yaml", server.base_url, rate=150, duration="3s", warmup="0.5s",
+                          output_tokens=4, mix=False)  # fmt: skip
+    scenario = load_scenario(path)
+    board = Dashboard(DashboardSettings()) if dashboard else None
+    stop = threading.Event()
+    polls = [0]
+
+    def hammer(url: str) -> None:  # a greedy browser: the whole history, twenty times a second
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(url + "api/state?since=0", timeout=2) as response:
+                    json.loads(response.read())
+                polls[0] += 1
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    threads = []
+    if board is not None:
+        url = board.start()
+        threads = [threading.Thread(target=hammer, args=(url,), daemon=True) for _ in range(2)]
+        for t in threads:
+            t.start()
+    results: list = []
+
+    def run() -> None:  # on its own thread: the session's browser driver owns this thread's event loop
+        results.append(run_async(run_scenario(scenario, tmp_path / name, observers=[board] if board else [])))
+
+    try:
+        runner = threading.Thread(target=run)
+        runner.start()
+        runner.join(60)
+        result = results[0]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+        if board is not None:
+            board.stop()
+    return result.summary, polls[0]
+
+
+def test_the_dashboard_does_not_disturb_the_schedule(tiny_server, tmp_path, scenario_maker, record_property):
+    """Schedule lag at 150 req/s without and with a dashboard polled by two greedy clients.
+
+    Reported (``record_property`` and stdout), not timed: the assertion is only that both runs
+    stay valid; the figures are for the README's performance table.
+    """
+    plain, _ = _lag(tmp_path, tiny_server, scenario_maker, "plain", dashboard=False)
+    board, polls = _lag(tmp_path, tiny_server, scenario_maker, "board", dashboard=True)
+    assert polls >= 20, "the dashboard answered while the run was under way"
+    for summary in (plain, board):
+        assert summary["validity"]["valid"], summary["validity"]
+    figures = {k: (plain["schedule_lag_ms"][k], board["schedule_lag_ms"][k]) for k in ("p50", "p99", "max")}
+    record_property("schedule_lag_ms_without_with_dashboard", figures)
+    print(f"schedule lag ms (without, with dashboard; {polls} full-history polls): {figures}")
