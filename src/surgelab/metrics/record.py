@@ -50,6 +50,7 @@ class Outcome:
     error: str | None = None
     token_ns: array = field(default_factory=lambda: array("q"))
     text: str | None = None  # the answer, kept only when the spec asks (sessions)
+    target: str = ""  # which named target answered (multi-target routing)
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
         self.state = state
@@ -80,6 +81,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("http_status", pa.int16()),
         pa.field("error", pa.string()),
         pa.field("itl_us", pa.list_(pa.int32()), nullable=False),  # gaps between content chunks
+        pa.field("target", pa.string(), nullable=False),  # the named target it was sent to ("" with one target)
     ],
     metadata={"surgelab.record_version": "1"},
 )

@@ -52,7 +52,7 @@ class RecordBuffer:
     _SCALARS = (
         "id", "worker", "user", "phase", "request_class", "tier", "session", "turn", "warmup", "state", "intended_ns",
         "sent_ns", "first_byte_ns", "first_token_ns", "end_ns", "prompt_tokens",
-        "output_tokens", "usage_source", "http_status", "error",
+        "output_tokens", "usage_source", "http_status", "error", "target",
     )  # fmt: skip
 
     def __init__(self, worker: int = 0) -> None:
@@ -89,6 +89,7 @@ class RecordBuffer:
         c["usage_source"].append(outcome.usage_source)
         c["http_status"].append(outcome.http_status)
         c["error"].append(outcome.error)
+        c["target"].append(outcome.target)
         if len(outcome.token_ns) > 1:
             times = np.frombuffer(outcome.token_ns, dtype=np.int64)
             gaps = (np.diff(times) // 1000).astype(np.int32)
@@ -99,12 +100,12 @@ class RecordBuffer:
         """Return the buffered rows as a table and start empty again."""
         cols, values, offsets = self._cols, self._itl_values, self._itl_offsets
         self._reset()
-        arrays = [pa.array(cols[f.name], type=f.type) for f in RECORD_SCHEMA if f.name != "itl_us"]
         itl = pa.ListArray.from_arrays(
             pa.array(np.frombuffer(offsets, dtype=np.int32)),
             pa.array(np.frombuffer(values, dtype=np.int32)),
         )
-        return pa.Table.from_arrays([*arrays, itl], schema=RECORD_SCHEMA)
+        arrays = [itl if f.name == "itl_us" else pa.array(cols[f.name], type=f.type) for f in RECORD_SCHEMA]
+        return pa.Table.from_arrays(arrays, schema=RECORD_SCHEMA)
 
 
 class PartStore:
