@@ -87,3 +87,25 @@ def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli
     assert "report-test · open loop" in shown.stdout and "TTFT" in shown.stdout and "throughput (ok/s)" in shown.stdout
     missing = surgelab_cli("show", str(tmp_path))
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
+
+
+def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser):
+    scenario = scenario_maker(tmp_path / "sweep.yaml", tiny_server.base_url, mix=False)
+    text = scenario.read_text() + "slo: {ttft: 250ms}\n"
+    scenario.write_text(text)
+    out = tmp_path / "sweep"
+    result = surgelab_cli("sweep", str(scenario), "--out", str(out), "--mode", "rate", "--levels", "5,10,20",
+                          "--hold", "1s", "--settle", "0.2s", "--warmup", "0")  # fmt: skip
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    data = build_report_data(out)
+    assert data.kind == "sweep" and len(data.extensions["sweep"]["points"]) == 3
+    assert data.extensions["sweep"]["slo_ms"] == {"ttft": 250.0}
+    report = surgelab_cli("report", str(out))
+    assert report.returncode == 0, report.stderr
+    page = browser(offline=True).new_page()
+    page.goto((out / "report.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    assert charts["chart-sweep"]["points"] == [3, 3] and charts["chart-sweep-load"]["points"] == [3]
+    shapes = page.evaluate("document.getElementById('chart-sweep').layout.shapes.map(s => s.y0)")
+    assert 250.0 in shapes  # the SLO line

@@ -12,7 +12,7 @@ from surgelab.cli.commands_run import fail
 
 
 def _run_dir(path: Path) -> Path:
-    if not (path / "summary.json").exists():
+    if not (path / "summary.json").exists() and not (path / "sweep.json").exists():
         raise fail(f"{path}: not a run directory (no summary.json; `surgelab summarize` rebuilds it after a crash)")
     return path
 
@@ -23,7 +23,7 @@ def report(
     out: Path | None = typer.Option(None, help="Where to write the HTML (default: RUN/report.html)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report model as JSON here."),
 ) -> None:
-    """Rebuild a run's self-contained HTML report (charts embedded, works offline)."""
+    """Rebuild a run's (or a sweep directory's) self-contained HTML report: charts embedded, works offline."""
     from surgelab.report.html import REPORT_FILE
     from surgelab.report.model import build_report_data
     from surgelab.report.outputs import HtmlOutput, JsonOutput

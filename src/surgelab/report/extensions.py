@@ -4,14 +4,17 @@ The report model asks each reader in ``READERS`` for its section; a reader retur
 its file is absent. ``surgelab sweep`` and ``surgelab simulate`` plug in here by adding or
 refining a reader — the HTML page draws the documented shapes below.
 
-* ``sweep``: ``{"points": [{"offered", "throughput", "ttft_p99_ms", "e2e_p99_ms", ...}],
-  "knee": {"offered", "throughput"} | None, "slo_ms": {"ttft": .., "e2e": ..}, "plan": {...}}``
-* ``fleet``: ``{"t": [...], "replicas": [...], "queue": [...], "shed": [...], "cost_per_hour": [...]}``
+* ``sweep`` (from ``sweep.json``): ``{"points": [{"offered", "throughput", "ttft_p99_ms",
+  "e2e_p99_ms", ...}], "knee": {"offered", "throughput"} | None, "slo_ms": {"ttft": ..},
+  "plan": <the SLA capacity> | None}``
+* ``fleet`` (a simulation's ``fleet.parquet``): ``{"t": [...], "replicas": [...], "queue": [...],
+  "shed": [...], "cost_per_hour": [...]}``
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,48 +24,77 @@ __all__ = ["READERS", "extensions_for"]
 Reader = Callable[[Path], "dict[str, Any] | None"]
 
 
-def _pick(row: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if row.get(key) is not None:
-            return row[key]
-    return None
+def _slo_ms(expressions: list[str]) -> dict[str, float]:
+    """``p99(ttft) <= 200ms`` → ``{"ttft": 200.0}`` (a bare number is seconds; ms on the chart)."""
+    from surgelab.units import parse_duration
+
+    out = {}
+    for expr in expressions:
+        m = re.match(r"\s*p\d+\((\w+)\)\s*<=?\s*(\S+)\s*$", expr)
+        if m:
+            try:
+                out[m.group(1)] = float(parse_duration(m.group(2))) * 1000.0
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 def _sweep(run_dir: Path) -> dict[str, Any] | None:
-    """Best-effort reading of ``sweep.json`` into the ``sweep`` section."""
-    path = run_dir / "sweep.json"
-    if not path.exists():
+    """``sweep.json`` (written by ``surgelab sweep``) as the curve, knee, SLO lines and capacity."""
+    if not (run_dir / "sweep.json").exists():
         return None
     try:
-        data = json.loads(path.read_text())
-    except ValueError:
+        from surgelab.sweep.result import SweepFileError, read_sweep
+    except ImportError:  # pragma: no cover - the sweep package is part of surgelab
         return None
-    rows = data.get("points") or data.get("steps") or data.get("levels") or []
-    points = []
-    for row in rows:
-        summary = row.get("summary") or {}
-        lat = summary.get("latency_ms") or {}
-        points.append({
-            "offered": _pick(row, "offered", "rate", "level", "concurrency", "target"),
-            "throughput": _pick(row, "throughput", "requests_per_s", "achieved")
-            or (summary.get("throughput") or {}).get("requests_per_s"),
-            "ttft_p99_ms": _pick(row, "ttft_p99_ms", "ttft_p99") or (lat.get("ttft") or {}).get("p99"),
-            "e2e_p99_ms": _pick(row, "e2e_p99_ms", "e2e_p99") or (lat.get("e2e") or {}).get("p99"),
-        })  # fmt: skip
-    return {"points": points, "knee": data.get("knee"), "slo_ms": data.get("slo_ms") or data.get("slo"),
-            "plan": data.get("plan")}  # fmt: skip
+    try:
+        result = read_sweep(run_dir / "sweep.json")
+    except SweepFileError:
+        return None
+    rows = result.sorted_levels()
+    points = [
+        {"offered": r.offered, "throughput": r.requests_per_s, "ttft_p99_ms": r.latency("ttft", "p99"),
+         "e2e_p99_ms": r.latency("e2e", "p99"), "error_rate": r.error_rate, "stage": r.stage, "valid": r.valid}
+        for r in rows
+    ]  # fmt: skip
+    knee = None
+    if result.knee.get("level") is not None:
+        at = next((r for r in rows if r.offered == result.knee["level"]), None)
+        knee = {"offered": result.knee["level"], "throughput": at.requests_per_s if at else None}
+    return {"name": result.name, "unit": result.unit, "points": points, "knee": knee, "slo_ms": _slo_ms(result.slo),
+            "plan": result.sla_capacity, "stop_reason": result.stop_reason}  # fmt: skip
 
 
 def _fleet(run_dir: Path) -> dict[str, Any] | None:
-    for name in ("simulation.json", "fleet.json"):
-        path = run_dir / name
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-            except ValueError:
-                return None
-            return data.get("fleet", data) if isinstance(data, dict) else None
-    return None
+    """A simulation's ``fleet.parquet``: replicas, queue, shed and cost over time, summed over pools."""
+    path = run_dir / "fleet.parquet"
+    if not path.exists():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path).to_pydict()
+    except Exception:  # an unreadable timeline never breaks a report
+        return None
+    by_t: dict[float, dict[str, float]] = {}
+    for i, t in enumerate(table.get("t_s", [])):
+        slot = by_t.setdefault(t, {"replicas": 0, "ready": 0, "in_flight": 0, "engine_waiting": 0})
+        for key in slot:
+            slot[key] += table.get(key, [0] * (i + 1))[i] or 0
+        for key in ("queue_depth", "shed", "arrivals"):  # fleet-wide: the same on every pool's row
+            slot[key] = table.get(key, [0] * (i + 1))[i] or 0
+    times = sorted(by_t)
+    out: dict[str, Any] = {"t": times}
+    for key in ("replicas", "ready", "in_flight", "engine_waiting", "queue_depth", "shed", "arrivals"):
+        out[key] = [by_t[t].get(key, 0) for t in times]
+    out["queue"] = out["queue_depth"]
+    try:
+        fleet = json.loads((run_dir / "fleet.json").read_text())
+        per_replica_hour = float(fleet["cost"]) / float(fleet["replica_hours"])
+        out["cost_per_hour"] = [round(r * per_replica_hour, 4) for r in out["replicas"]]
+    except (OSError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        pass
+    return out
 
 
 READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": _fleet}

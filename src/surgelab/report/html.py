@@ -66,7 +66,7 @@ function slLine(name, x, y, extra) { return Object.assign({ name: name, x: x, y:
 function slFmt(v, digits) {
   if (v === null || v === undefined) return "–";
   if (typeof v !== "number") return String(v);
-  const a = Math.abs(v); const d = digits !== undefined ? digits : (a >= 100 ? 0 : a >= 10 ? 1 : 2);
+  const a = Math.abs(v); const d = digits !== undefined ? digits : (Number.isInteger(v) || a >= 100 ? 0 : a >= 10 ? 1 : 2);
   return v.toLocaleString(undefined, { minimumFractionDigits: d, maximumFractionDigits: d });
 }
 function slEl(tag, attrs, html) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (html !== undefined) e.innerHTML = html; return e; }
@@ -92,6 +92,11 @@ _REPORT_JS = r"""
     e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>";
     cards.appendChild(e);
   });
+  const warm = T && T.warmup_end_s ? { shapes: [{ type: "rect", xref: "x", yref: "paper", x0: 0, x1: T.warmup_end_s, y0: 0, y1: 1,
+    fillcolor: "#94a3b8", opacity: 0.15, line: { width: 0 } }] } : {};
+  const xs = { xaxis: { title: { text: "time (s)" } } };
+  const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
+  if (D.kind === "run") {
   const thr = S.thresholds || [];
   if (thr.length) {
     const box = slEl("div"); root.appendChild(box);
@@ -100,10 +105,6 @@ _REPORT_JS = r"""
   }
   if (!S.validity.valid) root.appendChild(slEl("p", { className: "fail" }, "Run INVALID: " + S.validity.reasons.join("; ")));
 
-  const warm = T.warmup_end_s ? { shapes: [{ type: "rect", xref: "x", yref: "paper", x0: 0, x1: T.warmup_end_s, y0: 0, y1: 1,
-    fillcolor: "#94a3b8", opacity: 0.15, line: { width: 0 } }] } : {};
-  const xs = { xaxis: { title: { text: "time (s)" } } };
-  const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
 
   const load = section("Load: target against achieved");
   const tgt = T.target;
@@ -147,6 +148,7 @@ _REPORT_JS = r"""
         slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));
   });
 
+  }
   if (D.telemetry) {
     const tel = section("Server telemetry");
     const names = Object.keys(D.telemetry.series);
@@ -204,6 +206,8 @@ def render_html(data: ReportData) -> str:
         f"{s.get('mode', '')} loop · {target.get('url', '')} · {target.get('model', '')} · started {s.get('started_at', '')}"
         f" · {s.get('stop_reason', '')} · report v{data.version}"
     )
+    if data.kind != "run":
+        subtitle = f"{data.kind} · {s.get('stop_reason', '')} · report v{data.version}"
     body = (
         f'<script type="application/json" id="report-data">{script_safe(data.to_json())}</script>'
         '<div id="report"></div>'

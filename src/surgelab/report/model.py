@@ -282,12 +282,33 @@ def _itl_values(c: RunColumns) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
+    """A sweep directory: the curve and the capacity are the report (each level is a run of its own)."""
+    sweep = extensions.get("sweep")
+    if sweep is None:
+        raise ValueError(f"{run_dir}/sweep.json cannot be read")
+    points, plan, knee = sweep["points"], sweep.get("plan") or {}, sweep.get("knee") or {}
+    best = max((p["throughput"] for p in points), default=None)
+    cards = [
+        {"id": "levels", "label": "Levels", "value": len(points), "unit": ""},
+        {"id": "max_throughput", "label": "Max throughput", "value": best, "unit": "req/s"},
+        {"id": "knee", "label": "Knee", "value": knee.get("offered"), "unit": sweep.get("unit", "")},
+        {"id": "capacity", "label": "SLA capacity", "value": plan.get("requests_per_s"), "unit": "req/s",
+         "status": "good" if plan else "bad"},
+    ]  # fmt: skip
+    summary = {"name": sweep.get("name", run_dir.name), "stop_reason": sweep.get("stop_reason", ""), "mode": "sweep"}
+    return ReportData(kind="sweep", name=summary["name"], run_dir=str(run_dir), summary=summary, run_info={},
+                      cards=cards, timeseries={}, cdfs={}, breakdowns={}, extensions=extensions)  # fmt: skip
+
+
 def build_report_data(run_dir: Path | str) -> ReportData:
     """The report model of one run directory (run, or a sweep/simulation when its files exist)."""
     from surgelab.report.extensions import extensions_for
     from surgelab.report.telemetry import telemetry_series
 
     run_dir = Path(run_dir)
+    if not (run_dir / "summary.json").exists() and (run_dir / "sweep.json").exists():
+        return _sweep_report(run_dir, extensions_for(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     c = load_columns(run_dir)
