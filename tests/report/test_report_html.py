@@ -109,3 +109,26 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     assert charts["chart-sweep"]["points"] == [3, 3] and charts["chart-sweep-load"]["points"] == [3]
     shapes = page.evaluate("document.getElementById('chart-sweep').layout.shapes.map(s => s.y0)")
     assert 250.0 in shapes  # the SLO line
+
+
+def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browser):
+    (tmp_path / "s.yaml").write_text(
+        "name: sim\ntarget: {url: 'http://127.0.0.1:9/v1', model: m}\n"
+        "load: {rate: {type: ramp, start: 2, end: 30, over: 30s}, duration: 30s}\n"
+        "workload: {prompt_tokens: 100, output_tokens: 32}\nslo: {e2e: 2s}\n"
+    )
+    (tmp_path / "f.yaml").write_text("name: one\npools: [{profile: llama2-7b-a10, cost_per_hour: 2.0}]\n")
+    out = tmp_path / "sim"
+    result = surgelab_cli("simulate", str(tmp_path / "s.yaml"), "--fleet", str(tmp_path / "f.yaml"), "--out", str(out))
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    assert surgelab_cli("report", str(out)).returncode == 0
+    fleet = build_report_data(out).extensions["fleet"]
+    assert len(fleet["t"]) >= 10 and max(fleet["replicas"]) >= 1 and max(fleet["cost_per_hour"]) >= 2.0
+    page = browser(offline=True).new_page()
+    page.goto((out / "report.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    assert charts["chart-fleet"]["traces"] == ["replicas", "queue", "shed"]
+    assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
+    assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
+    assert charts["chart-load"]["points"][0] > 0  # a simulated run has the same run sections
