@@ -83,6 +83,7 @@ class _Columns:
         self.request_class = _strings(table, "request_class")
         self.tier = _strings(table, "tier")
         self.usage_source = _strings(table, "usage_source")
+        self.target = _strings(table, "target")
         self.warmup = table["warmup"].to_numpy(zero_copy_only=False).astype(bool)
         self.intended = _seconds(table, "intended_ns")
         self.sent = _seconds(table, "sent_ns")
@@ -160,6 +161,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
         "by_phase": _breakdown(c, c.phase, lambda name: _phase_window(info, name, window), scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
+        "by_target": _breakdown(c, c.target, window, scenario) if (c.target != "").any() else {},
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]

@@ -196,6 +196,8 @@ def execute(
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")
     view = LiveView(console) if not quiet else None
+    if scenario.targets and scenario.routing.mode == "compare":
+        return _execute_compare(scenario, console, run_dir, view)
 
     def start(on_tick: Any) -> Any:
         if ray is not None:
@@ -233,6 +235,40 @@ def execute(
     if not result.summary["validity"]["valid"]:
         return EXIT_INVALID
     return EXIT_OK
+
+
+def _execute_compare(scenario: Scenario, console: Console, run_dir: Path, view: Any) -> int:
+    """Compare mode: one run per target, then the side-by-side comparison."""
+    from surgelab.report.compare import compare_runs
+    from surgelab.report.outputs import HtmlOutput, JsonOutput, TerminalOutput
+    from surgelab.runner.compare import run_compare
+    from surgelab.runner.loop import run_async
+
+    coroutine = run_compare(
+        scenario, run_dir, record_responses=scenario.routing.record_responses, handle_signals=True,
+        on_tick=view.update if view is not None else None,
+    )  # fmt: skip
+    if view is not None:
+        with view:
+            done = run_async(coroutine)
+    else:
+        done = run_async(coroutine)
+    dirs = [run_dir / name for name in done.results]
+    if len(dirs) > 1:
+        data = compare_runs(dirs)
+        TerminalOutput(console).finalize(data)
+        JsonOutput(run_dir / "compare.json").finalize(data)
+        HtmlOutput(run_dir / "compare.html").finalize(data)
+    index = json.loads((run_dir / "compare-index.json").read_text())
+    for name, agree in index.get("agreement", {}).items():
+        console.print(
+            f"answers of {name} vs {index['targets'][0]}: {agree['exact']:.1%} identical, "
+            f"{agree['normalised']:.1%} after normalising ({agree['compared']} requests)"
+        )
+    console.print(f"run directories: {run_dir}/<target>/ · comparison: {run_dir / 'compare.html'}", highlight=False)
+    if not all(r.thresholds_passed for r in done.results.values()):
+        return EXIT_THRESHOLDS
+    return EXIT_INTERRUPTED if done.stop_reason.startswith("interrupted") or "stopped" in done.stop_reason else EXIT_OK
 
 
 @app.command("validate")

@@ -8,9 +8,10 @@ requests get the grace period, and whatever is left is cancelled and recorded as
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.live import LiveSnapshot, LiveStats
+from surgelab.runner.routing import Router
 from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import load_tokenizer
@@ -71,10 +73,12 @@ class Execution:
         shard: Shard = Shard(),
         t0: int | None = None,
         on_stop: Callable[[str], None] | None = None,
+        keep_text: bool = False,
     ) -> None:
         self.scenario = scenario
         self.tokenizer = load_tokenizer(scenario.tokenizer)
         self.shard = shard
+        self.keep_text = keep_text  # hand every answer's text to the observers (response comparison)
         self.on_stop = on_stop  # told of a stop this process decided (abort, breakpoint), for its peers
         self.buffer = RecordBuffer(worker=shard.index)
         self.store = RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
@@ -84,6 +88,14 @@ class Execution:
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
         self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
+        self.clients: dict[str, OpenAIClient] = {}  # route mode: one per named target
+        self.router: Router | None = None
+        if scenario.targets and scenario.routing.mode == "route":
+            for target in scenario.targets:
+                key = os.environ.get(target.api_key_env) if target.api_key_env else None
+                self.clients[target.name] = OpenAIClient(target, self.clock, self.tokenizer, key, shard.share(pool_size))
+            routing = scenario.routing
+            self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
         self.t0 = time.perf_counter_ns() if t0 is None else t0
         self._writing: asyncio.Future | None = None
@@ -132,16 +144,39 @@ class Execution:
         out = out or Outcome()
         self.live.scheduled += 1
         self.live.on_send(self.clock())
+        if self.keep_text and not spec.keep_text:
+            spec = replace(spec, keep_text=True)
+        client, target = self.client, ""
+        if self.router is not None:
+            target = out.target = self.router.pick(meta.id)
+            client = self.clients[target]
         try:
-            await self.client.send(spec, out)
+            await client.send(spec, out)
         except asyncio.CancelledError:
             out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
             raise
         except Exception as exc:  # send() should never raise; if it does, the request did not succeed
             out.fail(State.PROTOCOL_ERROR, f"client error: {type(exc).__name__}: {exc}", self.clock())
         finally:
+            if self.router is not None and out.state is not State.CANCELLED:
+                self.router.observe(target, out.state is State.OK, out.error)
             self.record(meta, out)
         return out
+
+    async def __aenter__(self) -> Execution:
+        """Open the connection pools (and, when routing, start the health checks)."""
+        for client in (*self.clients.values(), self.client):
+            await client.__aenter__()
+        if self.router is not None:
+            self._checks = asyncio.create_task(self.router.check_forever())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.router is not None:
+            self._checks.cancel()
+            await asyncio.gather(self._checks, return_exceptions=True)
+        for client in (*self.clients.values(), self.client):
+            await client.__aexit__(None, None, None)
 
     # -- the end ----------------------------------------------------------------------------
 

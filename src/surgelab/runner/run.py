@@ -97,7 +97,7 @@ async def _execute(
     ]
     grace = max(p.phase.load.grace for p in plans)
     try:
-        async with ex.client:
+        async with ex:
             starters = [ex.spawn(_run_phase(ex, plan)) for plan in plans]
             await asyncio.gather(*starters, return_exceptions=True)
             await ex.drain(grace)
@@ -176,6 +176,8 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
         telemetry = summarize_telemetry(table, info.get("window_start_s", 0.0), end)
     attach_telemetry(summary, telemetry)
     summary["client"] = client_headroom(scenario, int(info.get("workers", 1)))
+    if "routing" in info:
+        summary["routing"] = info["routing"]
     write_json(run_dir / "summary.json", summary)
     return summary
 
@@ -194,12 +196,13 @@ async def run_shard(
     handle_signals: bool = False,
     observers: Sequence[Observer] = (),
     scraper_wanted: bool = True,
+    keep_text: bool = False,
 ) -> tuple[Execution, Scraper | None]:
     """Send this process's share of the run; records go to its own part files."""
     live = LiveStats(max(p.end_ns for p in plans) / SECOND, _target_text(plans))
     ex = Execution(
         scenario, run_dir, api_key, live, on_tick, pool_size=pool_size(plans), observers=observers, shard=shard, t0=t0,
-        on_stop=on_stop,
+        on_stop=on_stop, keep_text=keep_text,
     )  # fmt: skip
     scraper = _scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
     await _execute(ex, plans, handle_signals, stop_event, scraper)
@@ -215,11 +218,14 @@ async def run_scenario(
     stop_event: asyncio.Event | None = None,
     handle_signals: bool = False,
     observers: Sequence[Observer] = (),
+    keep_text: bool = False,
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
     run_dir, plans, info = prepare(scenario, run_dir)
     ex, _ = await run_shard(
         scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
-        handle_signals=handle_signals, observers=observers,
+        handle_signals=handle_signals, observers=observers, keep_text=keep_text,
     )  # fmt: skip
+    if ex.router is not None:
+        info["routing"] = ex.router.report()
     return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock())

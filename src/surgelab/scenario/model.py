@@ -6,7 +6,7 @@ Every duration accepts unit strings (``30s``, ``250ms``) and is stored in second
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AnyHttpUrl,
@@ -28,7 +28,7 @@ from surgelab.workload.distributions import Distribution
 
 __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
-    "Phase", "Validity", "Output", "Telemetry", "TelemetrySource",
+    "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
 ]  # fmt: skip
 
 DEFAULT_DURATION_S = 60.0
@@ -74,6 +74,48 @@ class Target(_Model):
     @property
     def base_url(self) -> str:
         return str(self.url).rstrip("/")
+
+
+class Price(_Model):
+    """What a target costs: per token for an API, per hour for instances you run."""
+
+    input_per_mtok: float | None = Field(None, ge=0, description="Currency per million prompt tokens.")
+    output_per_mtok: float | None = Field(None, ge=0, description="Currency per million output tokens.")
+    per_hour: float | None = Field(None, ge=0, description="Currency per hour of the deployment (self-hosted).")
+
+
+class NamedTarget(Target):
+    """One of several targets: compared side by side, or sharing live traffic by weight."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, used in records and reports.")
+    weight: float = Field(1.0, ge=0, description="Route mode: share of the traffic (e.g. 80 and 20).")
+    price: Price | None = None
+
+
+class Health(_Model):
+    """Health checks that drive failover, as a client-side router or a load balancer would."""
+
+    path: str = Field("/models", description="Checked with GET, relative to the target's base URL.")
+    interval: PositiveSeconds = Field(1.0, description="Time between checks.")
+    timeout: PositiveSeconds = Field(1.0, description="A slower answer is a failed check.")
+    failures: int = Field(3, ge=1, description="Consecutive failures (checks or requests) that take a target out.")
+    recovery: int = Field(2, ge=1, description="Consecutive passing checks that bring it back.")
+
+
+class Routing(_Model):
+    """How several ``targets`` share a scenario."""
+
+    mode: Literal["compare", "route"] = Field(
+        "compare", description="compare: the identical schedule to every target; route: live traffic split by weight."
+    )
+    order: Literal["concurrent", "sequential"] = Field(
+        "concurrent", description="compare: all targets at once (each its own client share) or one after another."
+    )
+    health: Health = Health()
+    failover: bool = Field(True, description="route: send a down target's share to the healthy ones.")
+    record_responses: bool = Field(
+        False, description="compare: keep every answer and report how often the targets agree (use deterministic sampling)."
+    )
 
 
 class Load(_Model):
@@ -157,6 +199,94 @@ class Dataset(_Model):
         return scenario_path(value, info, "dataset")
 
 
+Kind = Literal["chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http"]
+KINDS: tuple[str, ...] = get_args(Kind)
+_TEXT_KINDS = ("chat", "completions")
+
+
+class Images(_Model):
+    """Images per request (vision inputs, or what image_generation asks for); see docs/kinds.md."""
+
+    count: Distribution = Field(1, description="Images per request (rounded, at least 1).")
+    width: Distribution = Field(512, description="Width in pixels (rounded, at least 16).")
+    height: Distribution = Field(512, description="Height in pixels (rounded, at least 16).")
+    format: Literal["png", "jpeg"] = Field("jpeg", description="Vision: encoding of the synthesised images.")
+    quality: int = Field(85, ge=1, le=100, description="Vision: JPEG quality (Pillow's scale, 1-100).")
+    folder: str | None = Field(
+        None, description="Vision: send images from this folder (PNG/JPEG files, in name order, cycling) instead of synthesising them."
+    )
+    detail: Literal["auto", "low", "high"] = Field("auto", description="Vision: the image_url detail sent.")
+    tokens: Literal["openai", "qwen2vl", "patch14"] = Field(
+        "openai", description="Vision: the formula that estimates image tokens (docs/kinds.md)."
+    )
+
+    @field_validator("folder")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else scenario_path(value, info, "image folder")
+
+
+class Audio(_Model):
+    """Audio sent to a transcription endpoint: synthesised WAV of a sampled duration, or files."""
+
+    seconds: Distribution = Field(5.0, description="Duration of each clip in seconds.")
+    sample_rate: int = Field(16000, ge=8000, le=48000, description="Sample rate of the synthesised 16-bit mono WAV.")
+    folder: str | None = Field(None, description="Send .wav files from this folder (name order, cycling) instead.")
+    language: str | None = Field(None, description="The language field of the request, e.g. en.")
+
+    @field_validator("folder")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else scenario_path(value, info, "audio folder")
+
+
+class Documents(_Model):
+    """Candidates for a rerank request; the query is the prompt (prompt_tokens long)."""
+
+    count: Distribution = Field(16, description="Documents per request (rounded, at least 1).")
+    tokens: Distribution = Field(128, description="Length of each document in tokens.")
+    top_n: int | None = Field(None, ge=1, description="Ask for only the best n results.")
+
+
+class HttpTemplate(_Model):
+    """A templated request to any HTTP inference API; placeholders in {braces} are filled per request.
+
+    Placeholders: {prompt}, {prompt_tokens}, {max_tokens}, {index}, {model}, {request_class}. A
+    string that is exactly one placeholder takes the value's own type (a number stays a number).
+    """
+
+    preset: Literal["kserve_v2"] | None = Field(
+        None, description="kserve_v2: POST /v2/models/{model}/infer with the prompt as a BYTES tensor (KServe, Triton)."
+    )
+    method: Literal["GET", "POST", "PUT"] = Field("POST", description="HTTP method.")
+    path: str | None = Field(None, description="Path from the target URL's origin (starting with /), or a full URL.")
+    body: Any = Field(None, description="JSON body with placeholders; none for GET.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers for this request.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> HttpTemplate:
+        if self.preset is None and self.path is None:
+            raise ValueError("http needs a path (or preset: kserve_v2)")
+        return self
+
+    @property
+    def resolved(self) -> HttpTemplate:
+        """The template with the preset's path and body where none were given."""
+        if self.preset != "kserve_v2":
+            return self
+        body = self.body if self.body is not None else {
+            "inputs": [{"name": "text_input", "shape": [1], "datatype": "BYTES", "data": ["{prompt}"]},
+                       {"name": "max_tokens", "shape": [1], "datatype": "INT32", "data": ["{max_tokens}"]}],
+        }  # fmt: skip
+        return self.model_copy(update={"path": self.path or "/v2/models/{model}/infer", "body": body})
+
+
+class KindSettings(_Model):
+    """Settings that apply to every request of one kind."""
+
+    slo: Slo = Field(description="Objectives for this kind; unset ones fall back to the scenario's, and only those that fit the kind apply.")
+
+
 class RequestClass(_Model):
     """One kind of request in the mix: its lengths, sampling and tier."""
 
@@ -179,6 +309,55 @@ class RequestClass(_Model):
     think_time: Distribution | None = Field(
         None, description="With workload.assign: user, this profile's think time (instead of load.think_time)."
     )
+    kind: Kind | None = Field(
+        None,
+        description="What the request is (docs/kinds.md): chat, completions, embeddings, vision, transcription, "
+        "image_generation, rerank, speech, flow or http; default: endpoint, else target.endpoint.",
+    )
+    batch_size: Distribution = Field(1, description="Embeddings: inputs per request, each prompt_tokens long.")
+    images: Images | None = Field(None, description="Vision: the images sent; image_generation: count and size asked for.")
+    audio: Audio | None = Field(None, description="Transcription: the audio sent.")
+    documents: Documents | None = Field(None, description="Rerank: the candidate documents.")
+    http: HttpTemplate | None = Field(None, description="Http: the request template (or a preset).")
+    flow: list[RequestClass] | None = Field(
+        None, min_length=1, description="Flow: the steps of one user action, sent one after the other (each a class without weight)."
+    )
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> RequestClass:
+        errors = []
+        if self.kind is not None and self.endpoint is not None and self.kind != self.endpoint:
+            errors.append(f"kind {self.kind!r} and endpoint {self.endpoint!r} disagree: give one of them")
+        kind = self.kind or self.endpoint
+        owners = {"images": ("vision", "image_generation"), "audio": ("transcription",), "documents": ("rerank",),
+                  "http": ("http",), "flow": ("flow",)}  # fmt: skip
+        for name, kinds in owners.items():
+            if getattr(self, name) is not None and kind not in kinds:
+                errors.append(f"{name} applies to kind {' or '.join(kinds)}, not {kind or 'the target endpoint'}")
+        if not (getattr(self.batch_size, "dist", "") == "fixed" and self.batch_size.value == 1) and kind != "embeddings":
+            errors.append(f"batch_size applies to kind embeddings, not {kind or 'the target endpoint'}")
+        if kind == "http" and self.http is None:
+            errors.append("kind http needs an http template (method, path, body) or http: {preset: kserve_v2}")
+        if kind == "flow":
+            if not self.flow:
+                errors.append("kind flow needs flow: a list of steps")
+            else:
+                names = [step.name for step in self.flow]
+                if len(set(names)) != len(names):
+                    errors.append(f"flow step names must be unique, got {names}")
+                for step in self.flow:
+                    if (step.kind or step.endpoint) == "flow" or step.session is not None:
+                        errors.append(f"flow step {step.name!r} cannot be a flow or a session")
+        if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
+            errors.append(f"session applies to chat, completions and vision, not {kind}")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    @property
+    def request_kind(self) -> str | None:
+        """The kind this class sends; None: the target's endpoint."""
+        return self.kind or self.endpoint
 
 
 _CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
@@ -288,7 +467,9 @@ class Scenario(_Model):
     name: str = Field("run", description="Names the run (and its default directory).")
     description: str = Field("", description="Free text for people reading the scenario.")
     seed: int = Field(0, ge=0, description="Fixes the arrival schedule and the workload: same seed, same requests.")
-    target: Target = Field(description="The endpoint under test.")
+    target: Target = Field(description="The endpoint under test (with targets: the first of them, unless given).")
+    targets: list[NamedTarget] | None = Field(None, min_length=2, description="Several endpoints (see routing).")
+    routing: Routing = Field(Routing(), description="With targets: compare them, or route traffic between them.")
     load: Load | None = Field(None, description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
     phases: list[Phase] | None = Field(None, min_length=1, description="Instead of load: several phases, each with its own load and mix.")
     workload: Workload = Field(Workload(), description="What each request asks for.")
@@ -300,6 +481,9 @@ class Scenario(_Model):
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
     telemetry: Telemetry = Field(Telemetry(), description="Prometheus endpoints to scrape during the run.")
     tiers: dict[str, Tier] = Field(default_factory=dict, description="Named tiers with their own SLOs, referred to by request classes.")
+    kinds: dict[Kind, KindSettings] = Field(
+        default_factory=dict, description="Per-kind settings, e.g. {transcription: {slo: {e2e: 3s}}} (docs/kinds.md)."
+    )
     thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
     output: Output = Field(Output(), description="Where and how often results are written.")
@@ -309,6 +493,16 @@ class Scenario(_Model):
     def _tokenizer_path(cls, value: str, info: ValidationInfo) -> str:
         return value if value == "builtin" else scenario_path(value, info, "tokenizer")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _primary_target(cls, data: Any) -> Any:
+        """With ``targets`` and no ``target``, the first named target is the primary one."""
+        if isinstance(data, dict) and "target" not in data and isinstance(data.get("targets"), list) and data["targets"]:
+            first = data["targets"][0]
+            if isinstance(first, dict):
+                data = {**data, "target": {k: v for k, v in first.items() if k not in ("name", "weight", "price")}}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         if (self.load is None) == (self.phases is None):
@@ -316,6 +510,12 @@ class Scenario(_Model):
         names = [p.name for p in self.phase_list]
         if len(set(names)) != len(names):
             raise ValueError(f"phase names must be unique, got {names}")
+        if self.targets:
+            target_names = [t.name for t in self.targets]
+            if len(set(target_names)) != len(target_names):
+                raise ValueError(f"target names must be unique, got {target_names}")
+            if self.routing.mode == "route" and not any(t.weight > 0 for t in self.targets):
+                raise ValueError("route mode needs at least one target with a weight above 0")
         for phase in self.phase_list:
             for c in (phase.workload or self.workload).classes:
                 if c.tier != "default" and c.tier not in self.tiers:
@@ -332,6 +532,14 @@ class Scenario(_Model):
 
     def workload_of(self, phase: Phase) -> Workload:
         return phase.workload or self.workload
+
+    def slo_of_kind(self, kind: str) -> Slo:
+        """A kind's objectives, each unset one falling back to the scenario's."""
+        own = self.kinds.get(kind)  # type: ignore[call-overload]
+        if own is None:
+            return self.slo
+        merged = {k: v if v is not None else getattr(self.slo, k) for k, v in own.slo.model_dump().items()}
+        return Slo(**merged)
 
     def slo_of(self, tier: str) -> Slo:
         """A tier's objectives, each unset one falling back to the scenario's."""
