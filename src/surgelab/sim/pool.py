@@ -17,6 +17,7 @@ import numpy as np
 
 from surgelab.sim.autoscaler import Decision, Hpa
 from surgelab.sim.events import Call, Event, Rank
+from surgelab.sim.fastengine import FastEngineBackend, fast_eligible
 from surgelab.sim.fleet import Pool
 from surgelab.sim.loader import pool_profile
 from surgelab.sim.replica import DOWN, DRAINING, READY, STARTING, STOPPED, EngineBackend, Replica, ServiceBackend
@@ -29,8 +30,9 @@ __all__ = ["PoolRuntime"]
 
 
 class PoolRuntime:
-    def __init__(self, cfg: Pool, index: int, seed: int) -> None:
+    def __init__(self, cfg: Pool, index: int, seed: int, fast: bool = True) -> None:
         self.cfg, self.index = cfg, index
+        self.fast = fast  # runs of steps in closed form while uncontended (needs no prefix hashes)
         self.name = cfg.name
         self.profile = pool_profile(cfg.profile) if cfg.profile else None
         self.rng = np.random.default_rng([seed, 40, index])
@@ -56,6 +58,8 @@ class PoolRuntime:
 
     def _backend(self) -> EngineBackend | ServiceBackend:
         if self.profile is not None:
+            if self.fast and fast_eligible(self.profile, self.cfg.coalesce):
+                return FastEngineBackend(self.profile, self.cfg.coalesce)
             return EngineBackend(self.profile, self.cfg.prefix_caching, self.cfg.coalesce)
         return ServiceBackend(self.cfg.service_time, self.cfg.concurrency or 1, self.rng)
 

@@ -110,12 +110,12 @@ class EngineBackend:
             return ()
         span = round(total * SECOND)
         rep.busy_ns += span
-        self.pending = Call(now + span, Rank.STEP_END, _step_end, rep, results)
+        self.pending = Call(now + span, Rank.STEP_END, _step_end, rep, self, results)
         return (self.pending,)
 
 
-def _step_end(sim: Simulator, rep: Replica, results: list) -> Iterable[Event]:
-    now, backend, held = sim.now, rep.backend, rep.outstanding
+def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: list) -> Iterable[Event]:
+    now, held = sim.now, rep.outstanding
     backend.pending = None
     events: list[Event] = []
     for result in results:

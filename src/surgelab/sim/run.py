@@ -18,17 +18,15 @@ import pyarrow.parquet as pq
 
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, _Columns, _meets_slo, summarize
-from surgelab.metrics.record import Outcome, State
-from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore, read_records
+from surgelab.metrics.record import State
 from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.scenario.model import Scenario
 from surgelab.sim.fleet import Fleet
+from surgelab.sim.recorder import Recorder
 from surgelab.sim.request import SECOND
 from surgelab.sim.simulator import Simulator
 
 __all__ = ["SimResult", "simulate", "fleet_report", "comparison_rows"]
-
-_FLUSH_ROWS = 20_000
 
 
 @dataclass
@@ -38,26 +36,14 @@ class SimResult:
     fleet: dict[str, Any]
 
 
-class _Recorder:
-    def __init__(self, run_dir: Path) -> None:
-        self.buffer, self.store, self.count = RecordBuffer(), RecordStore(run_dir), 0
+def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True) -> SimResult:
+    """Run ``scenario`` against ``fleet`` in virtual time and write the run directory.
 
-    def __call__(self, meta: RecordMeta, outcome: Outcome) -> None:
-        self.buffer.add(meta, outcome)
-        self.count += 1
-        if len(self.buffer) >= _FLUSH_ROWS:
-            self.store.write(self.buffer.take())
-
-    def close(self) -> None:
-        self.store.write(self.buffer.take())
-        self.store.finalize()
-
-
-def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path) -> SimResult:
-    """Run ``scenario`` against ``fleet`` in virtual time and write the run directory."""
+    ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path).
+    """
     run_dir = prepare_run_dir(run_dir, scenario)
-    recorder = _Recorder(run_dir)
-    sim = Simulator(scenario, fleet, recorder)
+    recorder = Recorder(run_dir)
+    sim = Simulator(scenario, fleet, recorder, fast)
     plans = sim.traffic.plans
     info: dict[str, Any] = {
         "surgelab_version": __version__,
@@ -79,12 +65,11 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path) -> SimResult:
     wall = time.perf_counter()
     end_ns = sim.run()
     wall = time.perf_counter() - wall
-    recorder.close()
+    table = recorder.close()
     info.update(stop_reason="completed", stopped_at_s=max(p.end_ns for p in plans) / SECOND, wall_s=wall,
                 simulated_end_s=end_ns / SECOND)  # fmt: skip
     write_json(run_dir / "run.json", info)
     pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
-    table = read_records(run_dir)
     summary = summarize(table, scenario, RunInfo.from_dict(info))
     report = fleet_report(sim, fleet, end_ns, wall, table, scenario, recorder.count)
     summary["fleet"] = {k: report[k] for k in ("name", "average_instances", "replica_hours", "cost", "shed", "lost",

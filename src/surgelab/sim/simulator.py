@@ -31,13 +31,13 @@ __all__ = ["Simulator"]
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario, fleet: Fleet, record) -> None:
+    def __init__(self, scenario: Scenario, fleet: Fleet, record, fast: bool = True) -> None:
         self.scenario, self.fleet, self.record = scenario, fleet, record
         self.now = 0
         self.current: Event | None = None
         self._heap: list = []
         self._seq = itertools.count()
-        self.pools = [PoolRuntime(p, i, fleet.seed) for i, p in enumerate(fleet.pools)]
+        self.pools = [PoolRuntime(p, i, fleet.seed, fast and not fleet.cache.prefix) for i, p in enumerate(fleet.pools)]
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
