@@ -50,6 +50,10 @@ class Outcome:
     error: str | None = None
     token_ns: array = field(default_factory=lambda: array("q"))
     text: str | None = None  # the answer, kept only when the spec asks (sessions)
+    kind: str = ""  # the request kind (docs/kinds.md); set by the client
+    input_units: float | None = None  # what the kind counts in: inputs, images, audio seconds, documents, steps
+    output_units: float | None = None  # what it counts out: vectors, images, audio seconds, results, bytes
+    step_ms: list[float] | None = None  # a flow's step durations, in order
     target: str = ""  # which named target answered (multi-target routing)
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
@@ -82,6 +86,10 @@ RECORD_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
         pa.field("itl_us", pa.list_(pa.int32()), nullable=False),  # gaps between content chunks
         pa.field("target", pa.string(), nullable=False),  # the named target it was sent to ("" with one target)
+        pa.field("kind", pa.string(), nullable=False),  # request kind (docs/kinds.md); "" in records made before kinds
+        pa.field("input_units", pa.float64()),  # inputs, images, audio seconds, documents, flow steps
+        pa.field("output_units", pa.float64()),  # vectors, images, audio seconds, results, response bytes
+        pa.field("step_ms", pa.list_(pa.float32())),  # a flow's step durations, in order
     ],
     metadata={"surgelab.record_version": "1"},
 )

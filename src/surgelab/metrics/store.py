@@ -21,7 +21,7 @@ from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
 __all__ = [
     "RecordMeta", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
-    "merge_table_parts",
+    "merge_table_parts", "conform",
 ]  # fmt: skip
 
 RECORDS_FILE = "records.parquet"
@@ -41,6 +41,7 @@ class RecordMeta:
     tier: str = "default"
     session: int = -1
     turn: int = 0
+    kind: str = ""  # the spec's kind when known (a dropped request never reaches the client)
 
 
 class RecordBuffer:
@@ -52,7 +53,8 @@ class RecordBuffer:
     _SCALARS = (
         "id", "worker", "user", "phase", "request_class", "tier", "session", "turn", "warmup", "state", "intended_ns",
         "sent_ns", "first_byte_ns", "first_token_ns", "end_ns", "prompt_tokens",
-        "output_tokens", "usage_source", "http_status", "error", "target",
+        "output_tokens", "usage_source", "http_status", "error", "target", "kind",
+        "input_units", "output_units", "step_ms",
     )  # fmt: skip
 
     def __init__(self, worker: int = 0) -> None:
@@ -89,6 +91,10 @@ class RecordBuffer:
         c["usage_source"].append(outcome.usage_source)
         c["http_status"].append(outcome.http_status)
         c["error"].append(outcome.error)
+        c["kind"].append(outcome.kind or meta.kind)
+        c["input_units"].append(outcome.input_units)
+        c["output_units"].append(outcome.output_units)
+        c["step_ms"].append(outcome.step_ms)
         c["target"].append(outcome.target)
         if len(outcome.token_ns) > 1:
             times = np.frombuffer(outcome.token_ns, dtype=np.int64)
@@ -106,6 +112,15 @@ class RecordBuffer:
         )
         arrays = [itl if f.name == "itl_us" else pa.array(cols[f.name], type=f.type) for f in RECORD_SCHEMA]
         return pa.Table.from_arrays(arrays, schema=RECORD_SCHEMA)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``'s layout; columns it predates are added (nulls, or "" where not nullable)."""
+    for f in schema:
+        if f.name not in table.column_names:
+            fill = pa.nulls(table.num_rows, f.type) if f.nullable else pa.array([""] * table.num_rows, f.type)
+            table = table.append_column(f, fill)
+    return table.select(schema.names).cast(schema)
 
 
 class PartStore:
@@ -168,7 +183,7 @@ def read_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str
         tables.append(part_table)
     if not tables:
         return schema.empty_table()
-    table = pa.concat_tables([t.cast(schema) for t in tables])
+    table = pa.concat_tables([conform(t, schema) for t in tables])
     return table.sort_by(key)
 
 

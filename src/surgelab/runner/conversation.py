@@ -29,6 +29,7 @@ def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user
         tier=spec.tier,
         session=plan.id_base + index if turn else -1,
         turn=turn,
+        kind=spec.kind or "",
     )
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
+from surgelab.workload.kinds import PAYLOAD_KINDS
+from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 
@@ -67,6 +69,7 @@ class PromptFactory:
             self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
         c = request_class
         self._key = key
+        self.steps = [PromptFactory(step, [*key, 8, k], self.tokenizer) for k, step in enumerate(c.flow or ())]
         self.system_prompt = (
             self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2]))
             if c.system_prompt_tokens
@@ -106,7 +109,7 @@ class PromptFactory:
             text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
             tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
         c = self.cls
-        return RequestSpec(
+        spec = RequestSpec(
             prompt=text,
             prompt_tokens=tokens,
             max_tokens=max_tokens,
@@ -116,7 +119,19 @@ class PromptFactory:
             endpoint=c.endpoint,
             extra=c.sampling,
             keep_text=c.session is not None,
+            kind=c.request_kind,
         )
+        if c.request_kind in PAYLOAD_KINDS:
+            return build_kind(self, index, spec)
+        return spec
+
+    @property
+    def key(self) -> list[int]:
+        return self._key
+
+    @property
+    def system_tokens(self) -> int:
+        return self._system_tokens
 
     def _from_dataset(self, index: int, row: int, n: int, max_tokens: int) -> tuple[str, int, int]:
         """A dataset row's prompt: its own text (behind the unique prefix), or text of its recorded length."""

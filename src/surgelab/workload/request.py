@@ -21,3 +21,7 @@ class RequestSpec:
     extra: Mapping[str, Any] = field(default_factory=dict)  # per-class body fields (sampling)
     history: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) turns of a session
     keep_text: bool = False  # the client keeps the answer text (a session needs it for the next turn)
+    kind: str | None = None  # docs/kinds.md; None: the endpoint, else the target's endpoint
+    payload: Any = None  # what the kind sends beyond the prompt (workload/kinds.py builds it)
+    input_units: float | None = None  # inputs, images, audio seconds, documents: what the kind counts
+    steps: tuple[RequestSpec, ...] = ()  # a flow's steps, sent one after the other

@@ -1,0 +1,122 @@
+"""One HTTP exchange per call: session, timeouts, and the classification of every failure.
+
+A kind (``client/kinds/``) builds an ``HttpCall`` and reads the response into the
+``Outcome``; ``Transport.exchange`` does everything in between and never raises for a
+failed request: the failure becomes the outcome's state. Only cancellation propagates.
+The first-token deadline covers the call until the reader reports its first content
+(``on_first``); after that only the total deadline applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from surgelab._compat import timeout_at
+from surgelab.metrics.record import Outcome, State
+from surgelab.scenario.model import Target
+
+__all__ = ["HttpCall", "Transport", "ProtocolError", "Reader"]
+
+_SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
+_CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
+
+
+class ProtocolError(Exception):
+    """The server answered, but not with a valid response for the request's kind."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """One HTTP request, ready to send."""
+
+    url: str
+    data: Any = None  # bytes, or an aiohttp.FormData for multipart
+    method: str = "POST"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Reader = Callable[[aiohttp.ClientResponse, Outcome, Callable[[], None]], Awaitable[None]]
+"""Reads a successful response into the outcome; calls its third argument at the first content."""
+
+
+class Transport:
+    """The aiohttp session every kind sends through; use as an async context manager."""
+
+    def __init__(self, target: Target, clock: Callable[[], int], api_key: str | None = None, pool_size: int = 0) -> None:
+        self.target = target
+        self.clock = clock
+        self.headers = {"Content-Type": "application/json", **target.headers}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        secrets = {api_key or ""}
+        for name, value in self.headers.items():
+            if _SECRET_HEADER.search(name):
+                secrets.update((value, value.split()[-1] if value.split() else ""))
+        self._secrets = sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True)
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Transport:
+        connector = aiohttp.TCPConnector(
+            limit=self._pool_size,
+            force_close=self.target.connection == "close",
+            enable_cleanup_closed=True,
+        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.target.timeouts.connect)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=self.headers, auto_decompress=True
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def exchange(self, call: HttpCall, out: Outcome, read: Reader) -> None:
+        """Send ``call`` and let ``read`` take the response; every failure ends in ``out.state``."""
+        assert self._session is not None, "use the client as an async context manager"
+        timeouts = self.target.timeouts
+        clock = self.clock
+        started = asyncio.get_running_loop().time()
+        out.sent_ns = clock()
+        stage = "first token"
+        try:
+            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
+                async with self._session.request(call.method, call.url, data=call.data, headers=call.headers or None) as resp:
+                    out.first_byte_ns = clock()
+                    out.http_status = resp.status
+                    if resp.status >= 400:
+                        text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace"))
+                        out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
+                        return
+                    await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
+                    stage = "total"
+        except aiohttp.ServerTimeoutError as exc:  # aiohttp's own (connect) timeout
+            out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
+        except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 async_timeout raises this, not the builtin
+            if out.first_token_ns is not None:
+                stage = "total"
+            limit = timeouts.total if stage == "total" else min(timeouts.first_token, timeouts.total)
+            out.fail(State.TIMEOUT, f"{stage} timeout after {limit:g}s", clock())
+        except ProtocolError as exc:
+            out.fail(State.PROTOCOL_ERROR, str(exc), clock())
+        except aiohttp.ClientResponseError as exc:  # the bytes back were not valid HTTP
+            out.fail(State.PROTOCOL_ERROR, f"invalid HTTP response: {exc.message}", clock())
+        except _CONNECTION_ERRORS as exc:
+            out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
+        finally:
+            if out.error:
+                out.error = self.scrub(out.error)
+
+    def scrub(self, text: str) -> str:
+        """Servers and gateways may echo the key in an error; records must never hold it."""
+        for secret in self._secrets:
+            text = text.replace(secret, "<redacted>")
+        return text

@@ -1,0 +1,141 @@
+"""What each request kind sends beyond a prompt, drawn per request index (deterministic for a seed).
+
+``build(factory, index, spec)`` returns ``spec`` with the kind's ``payload`` and ``input_units``
+(what the kind counts: inputs, images, audio seconds, documents):
+
+| kind | payload | input_units |
+|---|---|---|
+| embeddings | tuple of input texts | inputs |
+| vision | tuple of ``(data URL, width, height, detail)`` | images |
+| transcription | ``(wav bytes, file name, seconds)`` | audio seconds |
+| image_generation | ``{"n", "size"}`` | images asked for |
+| rerank | tuple of document texts | documents |
+| http | ``(method, path, body)`` with placeholders filled | — |
+| flow | (the steps are in ``spec.steps``) | steps |
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from surgelab.workload.media import (
+    IMAGE_MIME,
+    folder_files,
+    image_size,
+    image_tokens,
+    synth_image,
+    synth_wav,
+    wav_seconds,
+)
+from surgelab.workload.request import RequestSpec
+
+if TYPE_CHECKING:
+    from surgelab.workload.prompts import PromptFactory
+
+__all__ = ["build", "fill", "PAYLOAD_KINDS"]
+
+PAYLOAD_KINDS = ("embeddings", "vision", "transcription", "image_generation", "rerank", "http", "flow")
+_SPREAD = 1_000_033  # keeps the texts of one request's inputs apart from other requests'
+
+
+def _draw(dist: Any, rng: np.random.Generator, low: int = 1) -> int:
+    return max(int(np.rint(dist.sample(rng, 1)[0])), low)
+
+
+def build(factory: PromptFactory, index: int, spec: RequestSpec) -> RequestSpec:
+    c = factory.cls
+    kind = c.request_kind
+    rng = np.random.default_rng([*factory.key, 7, index])
+    if kind == "embeddings":
+        size = _draw(c.batch_size, rng)
+        lengths = [spec.prompt_tokens - factory.system_tokens] + [_draw(c.prompt_tokens, rng) for _ in range(size - 1)]
+        texts = (spec.prompt, *(factory.text(index + j * _SPREAD, n) for j, n in enumerate(lengths[1:], 1)))
+        return replace(spec, payload=texts, prompt_tokens=sum(lengths), input_units=float(size))
+    if kind == "vision":
+        images = c.images or _default_images()
+        count = _draw(images.count, rng)
+        parts, tokens = [], 0
+        for k in range(count):
+            if images.folder:
+                files = folder_files(images.folder, (".png", ".jpg", ".jpeg"))
+                path = files[(index * 7 + k) % len(files)]
+                data = path.read_bytes()
+                mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
+                width, height = image_size(data)
+            else:
+                width, height = _draw(images.width, rng, 16), _draw(images.height, rng, 16)
+                data = synth_image(width, height, images.format, images.quality, seed=index * 64 + k)
+                mime = IMAGE_MIME[images.format]
+            parts.append((f"data:{mime};base64,{base64.b64encode(data).decode()}", width, height, images.detail))
+            tokens += image_tokens(width, height, images.tokens, images.detail)
+        return replace(spec, payload=tuple(parts), prompt_tokens=spec.prompt_tokens + tokens, input_units=float(count))
+    if kind == "transcription":
+        audio = c.audio or _default_audio()
+        if audio.folder:
+            files = folder_files(audio.folder, (".wav",))
+            path = files[index % len(files)]
+            data, name = path.read_bytes(), path.name
+        else:
+            seconds = max(float(audio.seconds.sample(rng, 1)[0]), 0.1)
+            data, name = synth_wav(seconds, audio.sample_rate, seed=index), f"clip-{index}.wav"
+        seconds = wav_seconds(data)
+        return replace(spec, payload=(data, name, seconds), prompt="", prompt_tokens=0, input_units=seconds)
+    if kind == "image_generation":
+        images = c.images or _default_images()
+        count = _draw(images.count, rng)
+        size = f"{_draw(images.width, rng, 16)}x{_draw(images.height, rng, 16)}"
+        return replace(spec, payload={"n": count, "size": size}, input_units=float(count))
+    if kind == "rerank":
+        docs = c.documents or _default_documents()
+        count = _draw(docs.count, rng)
+        lengths = [_draw(docs.tokens, rng) for _ in range(count)]
+        texts = tuple(factory.text(index + (j + 1) * _SPREAD, n) for j, n in enumerate(lengths))
+        extra = spec.extra if docs.top_n is None else {**spec.extra, "top_n": docs.top_n}
+        return replace(spec, payload=texts, prompt_tokens=spec.prompt_tokens + sum(lengths), input_units=float(count), extra=extra)
+    if kind == "http":
+        assert c.http is not None
+        template = c.http.resolved
+        values = {"prompt": spec.prompt, "prompt_tokens": spec.prompt_tokens, "max_tokens": spec.max_tokens,
+                  "index": index, "request_class": c.name}  # fmt: skip
+        return replace(spec, payload=(template.method, template.path, template.body, dict(template.headers), values))
+    if kind == "flow":
+        steps = tuple(step.spec(index) for step in factory.steps)
+        return replace(spec, steps=steps, prompt_tokens=sum(s.prompt_tokens for s in steps), input_units=float(len(steps)))
+    return spec
+
+
+def fill(template: Any, values: dict[str, Any]) -> Any:
+    """``template`` with ``{name}`` placeholders replaced; a string that is one placeholder keeps the value's type."""
+    if isinstance(template, str):
+        if template.startswith("{") and template.endswith("}") and template[1:-1] in values:
+            return values[template[1:-1]]
+        for name, value in values.items():
+            template = template.replace("{" + name + "}", str(value))
+        return template
+    if isinstance(template, list):
+        return [fill(item, values) for item in template]
+    if isinstance(template, dict):
+        return {key: fill(item, values) for key, item in template.items()}
+    return template
+
+
+def _default_images():
+    from surgelab.scenario.model import Images
+
+    return Images()
+
+
+def _default_audio():
+    from surgelab.scenario.model import Audio
+
+    return Audio()
+
+
+def _default_documents():
+    from surgelab.scenario.model import Documents
+
+    return Documents()
