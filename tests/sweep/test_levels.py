@@ -16,13 +16,20 @@ from surgelab.sweep.result import LevelRow, SweepResult, read_sweep, write_sweep
 def row(i, offered, rps, ttft_p99=50.0, errors=0.0):
     lat = {m: {"mean": 10.0, "p50": 10.0, "p90": 20.0, "p95": 30.0, "p99": 40.0} for m in ("itl", "tpot", "e2e")}
     lat["ttft"] = {"mean": ttft_p99 / 2, "p50": ttft_p99 / 2, "p90": ttft_p99, "p95": ttft_p99, "p99": ttft_p99}
-    return LevelRow(i, offered, f"level-{i:02d}", "climb", offered, rps, rps * 32, rps, errors, offered, 100, True, [], lat)
+    return LevelRow(
+        i, offered, f"level-{i:02d}", "climb", offered, rps, rps * 32, rps, errors, offered, 100, True, [], lat
+    )
 
 
 def test_ladders():
     assert ladder(SweepConfig(spacing="linear", start=2, step=3, max=12)) == [2, 5, 8, 11]
     assert ladder(SweepConfig(spacing="geometric", start=1, factor=2, max=20)) == [1, 2, 4, 8, 16]
-    assert ladder(SweepConfig(spacing="geometric", start=1, factor=1.5, max=6)) == [1, 2, 3, 5]  # whole users, no repeats
+    assert ladder(SweepConfig(spacing="geometric", start=1, factor=1.5, max=6)) == [
+        1,
+        2,
+        3,
+        5,
+    ]  # whole users, no repeats
     assert ladder(SweepConfig(mode="rate", start=0.5, factor=2, max=4)) == [0.5, 1, 2, 4]
     assert ladder(SweepConfig(levels=[8, 1, 4, 4], max_levels=2)) == [1, 4]
 

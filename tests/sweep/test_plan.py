@@ -105,17 +105,26 @@ def test_hpa_manifest_is_valid_autoscaling_v2():
     text = dump_yaml(hpa_manifest(spec))
     doc = yaml.safe_load(text)
     assert doc["apiVersion"] == "autoscaling/v2" and doc["kind"] == "HorizontalPodAutoscaler"
-    assert doc["metadata"] == {"name": "vllm", "namespace": "ai", "labels": {"app.kubernetes.io/managed-by": "surgelab"}}
+    assert doc["metadata"] == {
+        "name": "vllm",
+        "namespace": "ai",
+        "labels": {"app.kubernetes.io/managed-by": "surgelab"},
+    }
     s = doc["spec"]
     assert s["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}  # required
     assert s["maxReplicas"] == 16 and s["minReplicas"] == 2  # maxReplicas is required
     metric = s["metrics"][0]
     assert metric["type"] == "Pods"
-    assert metric["pods"] == {"metric": {"name": "vllm_num_requests_running"}, "target": {"type": "AverageValue", "averageValue": "5600m"}}
+    assert metric["pods"] == {
+        "metric": {"name": "vllm_num_requests_running"},
+        "target": {"type": "AverageValue", "averageValue": "5600m"},
+    }
     for direction in ("scaleUp", "scaleDown"):
         rules = s["behavior"][direction]
         assert set(rules) == {"stabilizationWindowSeconds", "selectPolicy", "policies"}
-        assert all(set(p) == {"type", "value", "periodSeconds"} and p["type"] in ("Pods", "Percent") for p in rules["policies"])
+        assert all(
+            set(p) == {"type", "value", "periodSeconds"} and p["type"] in ("Pods", "Percent") for p in rules["policies"]
+        )
     with pytest.raises(ValueError):
         hpa_manifest(HpaSpec("x", 5, 2, "rps", 1.0))
 

@@ -42,7 +42,9 @@ def _normalise(v: np.ndarray) -> np.ndarray:
 
 
 def kneedle(
-    x: Sequence[float], y: Sequence[float], curve: Literal["concave", "convex"] = "concave",
+    x: Sequence[float],
+    y: Sequence[float],
+    curve: Literal["concave", "convex"] = "concave",
     smooth: int = 0,
     min_strength: float = MIN_STRENGTH,
 ) -> Knee | None:

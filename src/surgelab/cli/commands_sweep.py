@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -89,7 +88,9 @@ def sweep(
     out: Path | None = typer.Option(None, help="Sweep directory (default runs/sweep-<name>-<time>); must be empty."),
     mode: str | None = typer.Option(None, help="concurrency (users) or rate (req/s); default: the scenario's loop."),
     levels: str | None = typer.Option(None, help="Explicit levels, e.g. 1,2,4,8,16 (overrides the spacing)."),
-    spacing: str = typer.Option("geometric", help="linear, geometric or adaptive (coarse, then finer around the knee)."),
+    spacing: str = typer.Option(
+        "geometric", help="linear, geometric or adaptive (coarse, then finer around the knee)."
+    ),
     start: float = typer.Option(1.0, help="First level."),
     step: float = typer.Option(1.0, help="Linear spacing: added per level."),
     factor: float = typer.Option(2.0, help="Geometric/adaptive spacing: multiplied per level."),
@@ -102,16 +103,24 @@ def sweep(
     max_error_rate: str = typer.Option("5%", help="Stop after a level with a higher error rate."),
     slo_multiple: float = typer.Option(3.0, help="Stop after a level whose P99 exceeds this multiple of an SLO."),
     falling_levels: int = typer.Option(2, help="Stop when throughput fell this many levels in a row (0: never)."),
-    stop_when: list[str] | None = typer.Option(None, help="Another stop condition, e.g. 'p99(e2e) > 30s' (repeatable)."),
+    stop_when: list[str] | None = typer.Option(
+        None, help="Another stop condition, e.g. 'p99(e2e) > 30s' (repeatable)."
+    ),
     sla_percentile: str = typer.Option("p99", help="Percentile the SLOs are judged at for the SLA capacity."),
     sla_max_error_rate: str = typer.Option("1%", help="SLA capacity: highest level with errors at most this."),
-    break_at: float | None = typer.Option(None, help="Breaking phase at this multiple of the expected peak (off by default)."),
-    expected_peak: float | None = typer.Option(None, help="Breaking phase: the expected peak level (default: the knee)."),
+    break_at: float | None = typer.Option(
+        None, help="Breaking phase at this multiple of the expected peak (off by default)."
+    ),
+    expected_peak: float | None = typer.Option(
+        None, help="Breaking phase: the expected peak level (default: the knee)."
+    ),
     break_hold: str = typer.Option("30s", help="Breaking phase: time at the break load."),
     recovery: str = typer.Option("30s", help="Breaking phase: time after the drop, watching recovery."),
     url: str | None = typer.Option(None, help="Override the scenario's target URL."),
     model: str | None = typer.Option(None, help="Override the scenario's model name."),
-    serve: str | None = typer.Option(None, help="Start the embedded server with this profile (name or file) and sweep it."),
+    serve: str | None = typer.Option(
+        None, help="Start the embedded server with this profile (name or file) and sweep it."
+    ),
     max_num_seqs: int | None = typer.Option(None, help="With --serve: the server's running-batch limit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the final table."),
 ) -> None:
@@ -160,12 +169,18 @@ def sweep(
         try:
             result = run_async(
                 run_sweep(
-                    base, config, out, on_status=say, handle_signals=True,
+                    base,
+                    config,
+                    out,
+                    on_status=say,
+                    handle_signals=True,
                     on_level=None if quiet else (lambda row: say(level_line(row, config.unit))),
                 )  # fmt: skip
             )
         except (SweepError, RunDirError) as exc:
             raise fail(str(exc)) from None
+        except KeyboardInterrupt:  # between levels; sweep.json already holds every finished level
+            raise fail(f"interrupted; finished levels are in {out}/sweep.json", 130) from None
     print_sweep(result, console)
     console.print(f"sweep directory: {out} (sweep.json, sweep.parquet, level-NN/)", highlight=False, soft_wrap=True)
     if result.stop_reason.startswith("interrupted"):
@@ -175,23 +190,31 @@ def sweep(
 @app.command("plan")
 def plan(
     sweep_file: Path | None = typer.Argument(None, metavar="[SWEEP]", help="sweep.json, or the sweep directory."),
-    peak: str | None = typer.Option(None, help="Forecast peak: requests/s, or a scenario/trace file whose busiest window is used."),
+    peak: str | None = typer.Option(
+        None, help="Forecast peak: requests/s, or a scenario/trace file whose busiest window is used."
+    ),
     peak_window: str = typer.Option("60s", help="Window over which a file's peak rate is averaged."),
     capacity: float | None = typer.Option(None, help="Per-instance SLA capacity in req/s, instead of a sweep."),
-    slo: list[str] | None = typer.Option(None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."),
+    slo: list[str] | None = typer.Option(
+        None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."
+    ),
     max_error_rate: str | None = typer.Option(None, help="Re-judge the sweep with this error-rate limit."),
     safety: float = typer.Option(0.7, help="Fraction of the SLA capacity used at the peak (0.7 = 30% headroom)."),
     spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
     gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
     gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
-    peak_cv: float = typer.Option(0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."),
+    peak_cv: float = typer.Option(
+        0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."
+    ),
     out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml and alerts.yaml here."),
     deployment: str = typer.Option("inference", help="HPA: the Deployment to scale."),
     namespace: str | None = typer.Option(None, help="HPA: namespace."),
     hpa_metric: str = typer.Option("inflight", help="HPA metric: inflight (requests running per pod) or rps."),
     hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
     min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
-    queue_model: str | None = typer.Option(None, "--model", help="mmc: Erlang C from --rate and --service-time, no sweep."),
+    queue_model: str | None = typer.Option(
+        None, "--model", help="mmc: Erlang C from --rate and --service-time, no sweep."
+    ),
     rate: float | None = typer.Option(None, help="--model mmc: arrival rate, req/s."),
     service_time: str | None = typer.Option(None, help="--model mmc: mean service time, e.g. 0.5s."),
     servers: int | None = typer.Option(None, help="--model mmc: number of servers."),
@@ -210,6 +233,8 @@ def plan(
     from surgelab.plan.render import print_plan
     from surgelab.sweep import SweepFileError, read_sweep
 
+    if hpa_metric not in ("inflight", "rps"):
+        raise fail(f"--hpa-metric: expected inflight or rps, got {hpa_metric!r}")
     if peak is None:
         raise fail("--peak is required: the forecast peak in req/s, or a scenario or trace file")
     if (sweep_file is None) == (capacity is None):
@@ -241,40 +266,22 @@ def plan(
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
     if out is not None:
-        _write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, console)
+        from surgelab.plan.artefacts import write_artefacts
 
-
-def _write_artefacts(
-    out: Path, result: Any, slos: list[Any], deployment: str, namespace: str | None, metric: str,
-    metric_name: str | None, min_replicas: int | None, console: Console,
-) -> None:  # fmt: skip
-    from surgelab.plan.k8s import HpaSpec, alert_rules, dump_yaml, hpa_manifest
-
-    if metric not in ("inflight", "rps"):
-        raise fail(f"--hpa-metric: expected inflight or rps, got {metric!r}")
-    fleet = result.fleet
-    if metric == "inflight" and not result.capacity_in_flight:
-        metric = "rps"  # no in-flight figure without a sweep
-    per_pod = (result.capacity_in_flight if metric == "inflight" else result.capacity) * fleet.inputs.safety
-    ttft = next((t.value for t in slos if t.metric == "ttft" and t.op in ("<", "<=")), None)
-    try:
-        spec = HpaSpec(
-            deployment, min_replicas if min_replicas is not None else 1 + fleet.inputs.spares, fleet.total,
-            metric, per_pod, metric_name, namespace,  # type: ignore[arg-type]
-        )  # fmt: skip
-        hpa = hpa_manifest(spec)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
-    (out / "hpa.yaml").write_text(dump_yaml(hpa), encoding="utf-8")
-    rules = alert_rules(fleet.per_instance_target, result.capacity, ttft)
-    (out / "alerts.yaml").write_text(dump_yaml(rules), encoding="utf-8")
-    console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
+        try:
+            write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
 
 
 def _queueing(
-    name: str, rate: float | None, service_time: str | None, servers: int | None, target_wait: str | None, console: Console
+    name: str,
+    rate: float | None,
+    service_time: str | None,
+    servers: int | None,
+    target_wait: str | None,
+    console: Console,
 ) -> None:
     from surgelab.plan.queueing import mmc, servers_for_wait
     from surgelab.plan.render import print_mmc

@@ -75,7 +75,9 @@ def mmc_check(sweep: SweepResult) -> dict[str, Any] | None:
         at_cap = next((r for r in rows if r.index == cap["index"]), None)
         ttft = at_cap.latency("ttft", "mean") if at_cap else None
         out["predicted_wait_at_capacity_s"] = q.mean_wait if math.isfinite(q.mean_wait) else None
-        out["measured_wait_at_capacity_s"] = (ttft - base_ttft) / 1000.0 if ttft is not None and base_ttft is not None else None
+        out["measured_wait_at_capacity_s"] = (
+            (ttft - base_ttft) / 1000.0 if ttft is not None and base_ttft is not None else None
+        )
     return out
 
 

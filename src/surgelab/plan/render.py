@@ -18,7 +18,9 @@ def _money(value: float | None) -> str:
 def print_plan(plan: CapacityPlan, console: Console) -> None:
     fleet = plan.fleet
     inp = fleet.inputs
-    console.print(f"per-instance SLA capacity: [bold]{plan.capacity:.4g} req/s[/] ({plan.capacity_source})", highlight=False)
+    console.print(
+        f"per-instance SLA capacity: [bold]{plan.capacity:.4g} req/s[/] ({plan.capacity_source})", highlight=False
+    )
     for line in fleet.arithmetic:
         console.print(f"  {line}", highlight=False)
     console.print(

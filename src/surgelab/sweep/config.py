@@ -55,7 +55,9 @@ class SweepConfig(_Frozen):
     settle: float = Field(10.0, ge=0, description="Seconds at the start of each level excluded from its statistics.")
     warmup: float = Field(30.0, ge=0, description="Seconds of load at the first level before the sweep (not reported).")
     sla_percentile: Literal["p50", "p90", "p95", "p99"] = "p99"
-    sla_max_error_rate: float = Field(0.01, ge=0, le=1, description="SLA capacity: highest level under this error rate.")
+    sla_max_error_rate: float = Field(
+        0.01, ge=0, le=1, description="SLA capacity: highest level under this error rate."
+    )
     stop: StopRules = StopRules()
     breaking: BreakConfig | None = None
 

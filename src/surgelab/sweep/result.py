@@ -16,7 +16,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["LevelRow", "SweepResult", "SweepFileError", "row_from_summary", "completion_rate", "read_sweep", "write_sweep", "SCHEMA_VERSION"]
+__all__ = [
+    "LevelRow",
+    "SweepResult",
+    "SweepFileError",
+    "row_from_summary",
+    "completion_rate",
+    "read_sweep",
+    "write_sweep",
+    "SCHEMA_VERSION",
+]
 
 SCHEMA_VERSION = 1
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
@@ -78,7 +87,12 @@ def completion_rate(records: pa.Table, start_s: float, end_s: float) -> tuple[fl
 
 
 def row_from_summary(
-    index: int, offered: float, run_dir: str, stage: str, summary: dict[str, Any], rates: tuple[float, float] | None = None
+    index: int,
+    offered: float,
+    run_dir: str,
+    stage: str,
+    summary: dict[str, Any],
+    rates: tuple[float, float] | None = None,
 ) -> LevelRow:
     """Pick the sweep's columns out of a level's ``summary.json`` (contract: docs/summary.md).
 
@@ -86,7 +100,11 @@ def row_from_summary(
     (see ``completion_rate``).
     """
     conc = summary["concurrency"]
-    rps, tps = rates if rates is not None else (summary["throughput"]["requests_per_s"], summary["throughput"]["output_tokens_per_s"])
+    rps, tps = (
+        rates
+        if rates is not None
+        else (summary["throughput"]["requests_per_s"], summary["throughput"]["output_tokens_per_s"])
+    )
     achieved = conc["arrival_rate"] if summary["mode"] == "open" else conc["mean_in_flight"]
     lat = {m: {s: summary["latency_ms"][m].get(s) for s in PERCENTILES} for m in LATENCIES}
     return LevelRow(
@@ -153,7 +171,9 @@ def read_sweep(path: Path) -> SweepResult:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise SweepFileError(f"cannot read sweep file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or "levels" not in data:
-        raise SweepFileError(f"{path} is not a sweep.json of schema version {SCHEMA_VERSION} (written by surgelab sweep)")
+        raise SweepFileError(
+            f"{path} is not a sweep.json of schema version {SCHEMA_VERSION} (written by surgelab sweep)"
+        )
     try:
         levels = [LevelRow(**row) for row in data["levels"]]
         rest = {k: v for k, v in data.items() if k != "levels"}

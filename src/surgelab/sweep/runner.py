@@ -30,7 +30,9 @@ class SweepError(ValueError):
     """A scenario the sweep cannot drive; one line for the CLI."""
 
 
-def level_scenario(base: Scenario, config: SweepConfig, load: Any, duration: float, warmup: float, name: str) -> Scenario:
+def level_scenario(
+    base: Scenario, config: SweepConfig, load: Any, duration: float, warmup: float, name: str
+) -> Scenario:
     """The base scenario with its load replaced; its thresholds are dropped (the sweep's stop rules decide)."""
     if base.load is None:
         raise SweepError("a sweep needs a scenario with a single load (not phases)")
@@ -160,7 +162,9 @@ async def _break(
         level = float(round(level))
     cap = result.sla_capacity
     low_row = next((r for r in rows if cap and r.index == cap["index"]), min(rows, key=lambda r: r.offered))
-    say(f"breaking: {level:g} {config.unit} ({b.multiple:g} × {peak:g}) for {b.hold:g}s, then {low_row.offered:g} for {b.recovery:g}s")
+    say(
+        f"breaking: {level:g} {config.unit} ({b.multiple:g} × {peak:g}) for {b.hold:g}s, then {low_row.offered:g} for {b.recovery:g}s"
+    )
     shape = break_shape(level, b.hold, low_row.offered, b.recovery)
     scenario = level_scenario(base, config, shape, b.hold + b.recovery + 0.001, 0.0, f"{base.name}-break")
     await _run(scenario, sweep_dir / "break", None, signals)
