@@ -1,0 +1,129 @@
+"""What was measured about each target, gathered from run dirs, compare dirs, probes and history.
+
+Scoring judges *evidence*, not files: every value keeps where it came from and how it was
+obtained, so a failed requirement can be explained with its measurement. Targets are named by
+compare-mode sub-directories, route-mode ``by_target`` blocks, the probe's ``target`` field,
+or the run directory's name; ``NAME=PATH`` on the command line overrides that.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Measured", "TargetEvidence", "collect", "EvidenceError"]
+
+
+class EvidenceError(ValueError):
+    """An input that is neither a run dir, a compare dir, a probe file nor a history database."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    value: float | None
+    source: str
+    how: str = ""
+
+
+@dataclass
+class TargetEvidence:
+    name: str
+    summaries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (source, summary block)
+    values: dict[str, list[Measured]] = field(default_factory=dict)  # provider metric -> measurements
+
+    def add(self, metric: str, measured: Measured) -> None:
+        self.values.setdefault(metric, []).append(measured)
+
+    def run_metric(self, key: str) -> list[Measured]:
+        """``p90(e2e)``, ``error_rate`` … from every summary of this target (seconds / fractions / per s)."""
+        out = []
+        for source, block in self.summaries:
+            value = _from_summary(block, key)
+            n = (block.get("requests") or {}).get("measured")
+            out.append(Measured(value, source, f"summary.json {_path_of(key)} over {n} measured requests"))
+        return out
+
+
+def _path_of(key: str) -> str:
+    if "(" in key:
+        agg, metric = key.rstrip(")").split("(")
+        return f"latency_ms.{metric}.{agg}"
+    return {"error_rate": "requests.error_rate", "drop_rate": "requests.drop_rate",
+            "throughput": "throughput.requests_per_s", "output_tokens_per_s": "throughput.output_tokens_per_s",
+            "goodput": "goodput.requests_per_s"}.get(key, key)  # fmt: skip
+
+
+def _from_summary(block: dict[str, Any], key: str) -> float | None:
+    node: Any = block
+    for part in _path_of(key).split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is None:
+        return None
+    return float(node) / 1000.0 if "(" in key else float(node)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvidenceError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise EvidenceError(f"{path}: expected a JSON object")
+    return data
+
+
+def _add_run(found: dict[str, TargetEvidence], run_dir: Path, name: str | None) -> None:
+    summary = _load_json(run_dir / "summary.json")
+    by_target = summary.get("by_target") or {}
+    if by_target and name is None:  # route mode: one block per target of the same run
+        for target, block in by_target.items():
+            _get(found, target).summaries.append((f"{run_dir} (by_target.{target})", block))
+        return
+    _get(found, name or run_dir.name).summaries.append((str(run_dir), summary))
+
+
+def _add_probe(found: dict[str, TargetEvidence], path: Path, data: dict[str, Any], name: str | None) -> None:
+    target = _get(found, name or str(data.get("target") or path.stem))
+    for metric, result in (data.get("metrics") or {}).items():
+        if isinstance(result, dict):
+            target.add(metric, Measured(result.get("value"), str(path), str(result.get("how", ""))))
+
+
+def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
+    return found.setdefault(name, TargetEvidence(name))
+
+
+def collect(inputs: list[str], history: Path | None = None) -> dict[str, TargetEvidence]:
+    """Evidence per target from ``[NAME=]PATH`` inputs (and a history database)."""
+    found: dict[str, TargetEvidence] = {}
+    for spec in inputs:
+        name, _, raw = spec.rpartition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
+        path = Path(raw)
+        if path.is_dir() and (path / "compare-index.json").exists():
+            if name:
+                raise EvidenceError(f"{spec}: a compare directory names its targets itself; drop {name}=")
+            index = _load_json(path / "compare-index.json")
+            for target in index.get("runs") or index.get("targets") or []:
+                if (path / target / "summary.json").exists():
+                    _add_run(found, path / target, target)
+        elif path.is_dir() and (path / "summary.json").exists():
+            _add_run(found, path, name or None)
+        elif path.is_file() and path.suffix == ".json":
+            data = _load_json(path)
+            if data.get("kind") != "surgelab-probe":
+                raise EvidenceError(f"{path}: not a probe result (`surgelab probe --out`)")
+            _add_probe(found, path, data, name or None)
+        elif path.is_file() and path.suffix in (".sqlite", ".db"):
+            history = path
+        else:
+            raise EvidenceError(f"{spec}: not a run directory, compare directory, probe .json or history .sqlite")
+    if history is not None:
+        from surgelab.providers.history import History
+
+        with History(history, create=False) as db:
+            for target, metrics in db.metrics().items():
+                for metric, measured in metrics.items():
+                    _get(found, target).add(metric, measured)
+    return found

@@ -1,0 +1,182 @@
+"""Requirement profiles: the seed's four groups of criteria, each a threshold with a weight.
+
+A profile is YAML (``examples/requirements.yaml``)::
+
+    core_performance:
+      - {require: "p90(e2e) <= 3s", weight: 3, must: true}
+      - {require: "volatility_7d <= 15%", weight: 2}
+    business_fit:
+      - require: max_context >= 65536
+
+Load metrics (``p90(e2e)``, ``error_rate``, ``throughput`` …) use the threshold syntax of
+``surgelab.conditions``; the other metrics read probe results, the monitoring history or the
+cost model (``METRICS``). Parsing happens once, at load, so a typo is a ``file:line`` error.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from surgelab.conditions import Threshold
+from surgelab.scenario.loader import _describe, _line_of
+from surgelab.units import parse_duration, parse_ratio
+
+__all__ = ["METRICS", "GROUPS", "Requirement", "RequirementProfile", "RequirementError", "load_requirements"]
+
+# Non-load metrics: name -> (unit, where the value comes from, what it means).
+METRICS: dict[str, tuple[str, str, str]] = {
+    "max_context": ("tokens", "probe", "longest prompt the endpoint accepted (binary search)"),
+    "multi_turn_retention": ("turns", "probe", "most turns after which a fact from turn 1 was still recalled"),
+    "openai_compat": ("pass", "probe", "every OpenAI-conformance check passed"),
+    "output_control": ("pass", "probe", "max_tokens (and ignore_eos when offered) were obeyed"),
+    "models_listed": ("pass", "probe", "GET /models lists the model under test"),
+    "cold_start": ("seconds", "probe", "first request after idle minus a warm request"),
+    "volatility_7d": ("ratio", "history", "coefficient of variation of hourly throughput over the last 7 days"),
+    "peak_p90": ("seconds", "history", "P90 end-to-end latency during the peak hours"),
+    "history_error_rate": ("ratio", "history", "failed ÷ finished over the last 7 days of monitoring"),
+    "regressions": ("count", "history", "metrics more than 20 % worse than the previous week"),
+    "cost_per_mtok": ("currency", "cost", "price per million tokens at the measured throughput"),
+}
+GROUPS = ("core_performance", "business_fit", "architecture_compatibility", "commercial")
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+_EXPR = re.compile(r"^\s*(?P<metric>\w+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
+_SUMMARY_AGGS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
+
+
+class RequirementError(Exception):
+    """An unusable profile; ``messages`` holds one ``file:line: what`` line per problem."""
+
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = messages
+        super().__init__("\n".join(messages))
+
+
+class Requirement(BaseModel):
+    """One criterion: an expression, its weight in the ranking, and whether failing it disqualifies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    require: str = Field(description="e.g. 'p90(e2e) <= 3s', 'max_context >= 65536', 'openai_compat == pass'")
+    name: str = ""
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    must: bool = Field(False, description="A failure disqualifies the target, whatever its score.")
+    group: str = ""
+    metric: str = ""
+    op: Literal["<", "<=", ">", ">=", "==", "!="] = "<"
+    value: float = 0.0  # seconds, a fraction, tokens, turns, 1.0 for pass
+    source: Literal["run", "probe", "history", "cost"] = "run"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            data = {"require": data}
+        if not isinstance(data, dict) or "require" not in data:
+            return data  # pydantic reports the missing field
+        expr = str(data["require"])
+        m = _EXPR.match(expr)
+        if m and m["metric"] in METRICS:
+            unit, source, _ = METRICS[m["metric"]]
+            metric, op = m["metric"], m["op"]
+            value = _value(unit, m["value"], expr)
+        else:
+            if m and m["op"] in ("==", "!="):
+                raise ValueError(f"{expr!r}: == and != only apply to {', '.join(METRICS)}")
+            try:
+                threshold = Threshold(expr=expr)
+            except ValueError as exc:
+                known = ", ".join(METRICS)
+                raise ValueError(f"{str(exc).removeprefix('Value error, ')} (or a provider metric: {known})") from None
+            if threshold.aggregation and threshold.aggregation not in _SUMMARY_AGGS:
+                raise ValueError(f"{expr!r}: summaries hold {', '.join(_SUMMARY_AGGS)} only")
+            metric, op, value, source = threshold.key, threshold.op, threshold.value, "run"
+        return {**data, "metric": metric, "op": op, "value": value, "source": source}
+
+    @property
+    def label(self) -> str:
+        return self.name or self.require
+
+    @property
+    def unit(self) -> str:
+        if self.metric in METRICS:
+            return METRICS[self.metric][0]
+        if "(" in self.metric:
+            return "seconds"
+        return "ratio" if self.metric in ("error_rate", "drop_rate") else "number"
+
+    def passes(self, observed: float | None) -> bool:
+        """No measurement never passes."""
+        if observed is None or observed != observed:
+            return False
+        return bool(OPS[self.op](observed, self.value))
+
+
+def _value(unit: str, raw: str, expr: str) -> float:
+    try:
+        if unit == "pass":
+            if raw.lower() not in ("pass", "fail"):
+                raise ValueError("expected pass or fail")
+            return 1.0 if raw.lower() == "pass" else 0.0
+        if unit == "seconds":
+            return parse_duration(raw)
+        if unit == "ratio":
+            return parse_ratio(raw)
+        if unit == "tokens" and raw.lower().endswith("k"):
+            return float(raw[:-1]) * 1024  # 64k = 65,536 tokens, as context sizes are quoted
+        return float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{expr!r}: {exc}") from None
+
+
+class RequirementProfile(BaseModel):
+    """The four groups of the seed; each a list of requirements (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "requirements"
+    core_performance: list[Requirement] = Field(default_factory=list)
+    business_fit: list[Requirement] = Field(default_factory=list)
+    architecture_compatibility: list[Requirement] = Field(default_factory=list)
+    commercial: list[Requirement] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> RequirementProfile:
+        if not self.requirements():
+            raise ValueError(f"no requirements: give at least one under {', '.join(GROUPS)}")
+        return self
+
+    def requirements(self) -> list[Requirement]:
+        """Every requirement, in file order, each knowing its group."""
+        return [r.model_copy(update={"group": g}) for g in GROUPS for r in getattr(self, g)]
+
+
+def load_requirements(path: str | Path) -> RequirementProfile:
+    """Read and validate a profile; every problem at once, each with its line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RequirementError([f"{path}: cannot read requirements: {getattr(exc, 'strerror', None) or exc}"]) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise RequirementError([f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
+    if not isinstance(data, dict):
+        raise RequirementError([f"{path}:1: expected a mapping with groups {', '.join(GROUPS)}"])
+    try:
+        return RequirementProfile.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            where = ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+            lines.append(f"{path}:{_line_of(root, loc) or 1}: {where or 'requirements'}: {_describe(error)}")
+        raise RequirementError(lines) from None
