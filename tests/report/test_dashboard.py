@@ -158,3 +158,35 @@ def test_the_dashboard_does_not_disturb_the_schedule(tiny_server, tmp_path, scen
     figures = {k: (plain["schedule_lag_ms"][k], board["schedule_lag_ms"][k]) for k in ("p50", "p99", "max")}
     record_property("schedule_lag_ms_without_with_dashboard", figures)
     print(f"schedule lag ms (without, with dashboard; {polls} full-history polls): {figures}")
+
+
+def _snapshot(i: int):
+    from surgelab.runner.live import LiveSnapshot
+
+    return LiveSnapshot(i * 0.5, 10.0, "10 req/s", 10.0, 9.0, 2, i * 5, i * 4, 1, 0, 0, 0.1, 1.0, 2.0, 3.0, 4.0, 0.5)
+
+
+def test_state_since_token_and_bounded_history(monkeypatch):
+    import surgelab.dashboard.server as server
+
+    monkeypatch.setattr(server, "MAX_HISTORY", 100)
+    board = Dashboard(DashboardSettings(token="k"))
+    for i in range(1, 11):
+        board.update(_snapshot(i))
+    url = board.start()
+    try:
+        base = url.split("?")[0]
+        assert _get(base + "api/state?since=0") == 403 and _get(base + "plotly.min.js") == 200
+        with urllib.request.urlopen(base + "api/state?since=7&token=k", timeout=5) as response:
+            state = json.loads(response.read())
+        assert [e["seq"] for e in state["history"]] == [8, 9, 10] and state["seq"] == 10
+        assert state["history"][-1]["arrival_rate"] == 10.0 and state["history"][-1]["queue"] == 50 - 2 - 41
+        for i in range(11, 1001):
+            board.update(_snapshot(i))
+        assert len(board.history) <= 100 and board.history[-1]["seq"] == 1000
+        assert board.history[0]["seq"] == 1, "thinning keeps the start of the run"
+        with urllib.request.urlopen(base + "api/state?since=999&token=k", timeout=5) as response:
+            assert [e["seq"] for e in json.loads(response.read())["history"]] == [1000]
+    finally:
+        board.stop()
+    assert board.finished

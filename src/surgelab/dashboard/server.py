@@ -16,6 +16,7 @@ import bisect
 import hmac
 import math
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from surgelab.metrics.store import RecordMeta
 from surgelab.runner.live import LiveSnapshot
 
 __all__ = ["DashboardSettings", "Dashboard"]
+RATE_WINDOW_S = 5.0
 MAX_HISTORY = 7200  # entries; when full, older entries are thinned to every other one
 
 
@@ -53,7 +55,7 @@ class Dashboard:
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._prev: tuple[float, int] | None = None
+        self._arrivals: deque[tuple[float, int]] = deque([(0.0, 0)])
         self._page = b""
         self.url = ""
 
@@ -64,10 +66,12 @@ class Dashboard:
 
     def update(self, s: LiveSnapshot) -> None:
         """Record one snapshot (called on the run's event loop; cheap)."""
-        arrival_rate = 0.0
-        if self._prev is not None and s.elapsed_s > self._prev[0]:
-            arrival_rate = (s.scheduled - self._prev[1]) / (s.elapsed_s - self._prev[0])
-        self._prev = (s.elapsed_s, s.scheduled)
+        # arrivals over the same trailing window as the runner's send and completion rates
+        self._arrivals.append((s.elapsed_s, s.scheduled))
+        while len(self._arrivals) > 2 and s.elapsed_s - self._arrivals[1][0] >= RATE_WINDOW_S:
+            self._arrivals.popleft()
+        t0, n0 = self._arrivals[0]
+        arrival_rate = (s.scheduled - n0) / (s.elapsed_s - t0) if s.elapsed_s > t0 else 0.0
         entry = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(s).items()}
         sent_done = s.ok + s.failed + s.cancelled
         entry["queue"] = max(s.scheduled - s.dropped - s.in_flight - sent_done, 0)
