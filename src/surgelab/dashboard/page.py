@@ -94,7 +94,7 @@ _JS = r"""
     const tgt = H.map(x => { const m = /^([0-9.]+)\s*req\/s$/.exec(x.target || ""); return m ? parseFloat(m[1]) : null; });
     const thr = [slLine("arrivals/s", t, H.map(x => x.arrival_rate)), slLine("sent/s", t, H.map(x => x.send_rate)), slLine("completed/s", t, H.map(x => x.completion_rate), { line: { width: 3 } })];
     if (tgt.some(v => v !== null)) thr.unshift(slLine("target req/s", t, tgt, { line: { dash: "dash", color: "#111" } }));
-    slChart(curves, "live-throughput", "Throughput (per second)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-throughput", "Rates per second (5 s trailing mean)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
     slChart(curves, "live-latency", "Latency so far (ms)", [slLine("TTFT p50", t, H.map(x => x.ttft_p50_ms)), slLine("TTFT p99", t, H.map(x => x.ttft_p99_ms)),
       slLine("E2E p50", t, H.map(x => x.e2e_p50_ms)), slLine("E2E p99", t, H.map(x => x.e2e_p99_ms))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
     slChart(curves, "live-inflight", "In flight and client queue", [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
