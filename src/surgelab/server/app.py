@@ -18,6 +18,7 @@ from surgelab.engine import Engine, EngineRequest, RequestRejected, prefix_block
 from surgelab.server.config import ServerConfig
 from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.faults import FaultInjector
+from surgelab.server.media import MediaRoutes
 from surgelab.server.metrics import CONTENT_TYPE, ServerMetrics
 from surgelab.server.protocol import (
     ApiError,
@@ -72,6 +73,7 @@ class InferenceServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/embeddings", self.embeddings)
+        MediaRoutes(self).register(app)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
@@ -119,10 +121,14 @@ class InferenceServer:
         request: web.Request,
         parse: Callable[[Any], T],
         serve: Callable[[web.Request, T], Awaitable[web.StreamResponse]],
+        read: Callable[[web.Request], Awaitable[Any]] | None = None,
     ) -> web.StreamResponse:
-        """The front door every inference request passes, in the order the faults doc states."""
+        """The front door every inference request passes, in the order the faults doc states.
+
+        ``read`` takes the body (default: a JSON object); ``parse`` turns it into the request.
+        """
         await self.faults.hang_if_stalled()
-        parsed = parse(parse_body(await request.read()))
+        parsed = parse(await read(request) if read is not None else parse_body(await request.read()))
         self.inflight += 1  # no await between counting and checking: bursts see true counts
         try:
             self.faults.check_admission(self.inflight)

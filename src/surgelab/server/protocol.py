@@ -6,6 +6,7 @@ agrees exactly: the sum over chat messages of the text content, or the completio
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from surgelab.workload.media import image_size, image_tokens
 from surgelab.workload.tokenizer import BuiltinTokenizer
 
 __all__ = [
@@ -89,7 +91,33 @@ def parse_chat(body: Mapping[str, Any]) -> Generation:
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' must be a non-empty array", param="messages")
     texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
-    return _generation(body, chat=True, texts=texts)
+    images = sum(_image_tokens(m, i) for i, m in enumerate(messages))
+    return _generation(body, chat=True, texts=texts, token_ids=images)
+
+
+def _image_tokens(message: Mapping[str, Any], index: int) -> int:
+    """Prompt tokens of a message's image parts, by OpenAI's tile rule (surgelab.workload.media)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for part in content:
+        if part.get("type") != "image_url":
+            continue
+        param = f"messages[{index}].content"
+        image = part.get("image_url")
+        url, detail = (image.get("url"), image.get("detail", "auto")) if isinstance(image, dict) else (image, "auto")
+        if not isinstance(url, str):
+            raise ApiError(400, "image_url needs a url", param=param)
+        data = url.partition(",")[2] if url.startswith("data:") else ""
+        if not data:  # a remote URL is never fetched (loopback only) and an empty one shows nothing: no cost
+            continue
+        try:
+            width, height = image_size(base64.b64decode(data))
+        except Exception:  # noqa: BLE001 - Pillow raises many kinds for bytes that are not an image
+            raise ApiError(400, "image_url is not a readable PNG or JPEG image", param=param) from None
+        total += image_tokens(width, height, "openai", detail if detail in ("low", "high") else "auto")
+    return total
 
 
 def parse_completion(body: Mapping[str, Any]) -> Generation:
