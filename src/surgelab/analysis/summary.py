@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from surgelab import __version__
+from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.stats import distribution
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
@@ -161,6 +162,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
         "by_phase": _breakdown(c, c.phase, lambda name: _phase_window(info, name, window), scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
+        "by_kind": by_kind(c, window, scenario),
         "by_target": _breakdown(c, c.target, window, scenario) if (c.target != "").any() else {},
     }
     ok = ~c.warmup & (c.state == State.OK.value)

@@ -1,0 +1,144 @@
+"""``by_kind`` in summary.json: each request kind with the figures that fit it (docs/summary.md).
+
+TTFT, ITL and TPOT appear only for kinds that stream tokens (chat, completions, vision, with
+``target.stream``); speech has its time to first audio byte instead. Every kind has E2E,
+requests per second, and throughput in its own unit; transcription has the real-time factor
+(processing time ÷ audio duration, below 1 is faster than real time) and speech the audio
+seconds produced per second of processing. Goodput judges each request by its kind's SLO
+(``kinds.<kind>.slo``, the scenario's ``slo`` filling what is unset), using only the
+objectives that fit the kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from surgelab.analysis.stats import distribution
+from surgelab.metrics.record import FAILED_STATES, State
+from surgelab.scenario.model import Scenario
+
+__all__ = ["by_kind", "STREAMING_KINDS", "THROUGHPUT_UNITS"]
+
+STREAMING_KINDS = ("chat", "completions", "vision")
+THROUGHPUT_UNITS = {
+    # kind: (field in throughput, column it sums)
+    "embeddings": ("inputs_per_s", "input_units"),
+    "vision": ("images_per_s", "input_units"),
+    "transcription": ("audio_s_per_s", "input_units"),
+    "image_generation": ("images_per_s", "output_units"),
+    "rerank": ("documents_per_s", "input_units"),
+    "speech": ("audio_s_per_s", "output_units"),
+    "flow": ("steps_per_s", "input_units"),
+    "http": ("response_bytes_per_s", "output_units"),
+}
+
+
+def _floats(table: pa.Table, name: str) -> np.ndarray:
+    if name not in table.column_names:
+        return np.full(table.num_rows, np.nan)
+    return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def by_kind(c: Any, window: Any, scenario: Scenario) -> dict[str, Any]:
+    """One block per kind present in the records (``c``: the summary's columns)."""
+    table = c.table
+    kinds = (table["kind"].to_numpy(zero_copy_only=False).astype(str) if "kind" in table.column_names
+             else np.full(table.num_rows, "", dtype=object).astype(str))  # fmt: skip
+    kinds = np.where(kinds == "", scenario.target.endpoint, kinds)
+    units = {"input_units": _floats(table, "input_units"), "output_units": _floats(table, "output_units")}
+    steps = table["step_ms"].to_pylist() if "step_ms" in table.column_names else [None] * table.num_rows
+    result = {}
+    for kind in sorted(set(kinds.tolist())):
+        result[kind] = _block(c, kinds == kind, kind, window, scenario, units, steps)
+    return result
+
+
+def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario, units: dict, steps: list) -> dict:
+    measured = rows & ~c.warmup
+    ok = measured & (c.state == State.OK.value)
+    failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+    ok_in_window = ok & (c.end >= window.start) & (c.end <= window.end)
+    n_ok, n_failed = int(ok.sum()), int(failed.sum())
+    streams = kind in STREAMING_KINDS and scenario.target.stream
+    throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}
+    if kind in THROUGHPUT_UNITS:
+        name, column = THROUGHPUT_UNITS[kind]
+        throughput[name] = window.per_s(float(np.nansum(units[column][ok_in_window])))
+    if kind in ("chat", "completions", "vision", "embeddings", "rerank", "flow"):
+        throughput["input_tokens_per_s"] = window.per_s(float(np.nansum(c.prompt[ok_in_window])))
+    if kind in ("chat", "completions", "vision", "transcription", "flow"):
+        throughput["output_tokens_per_s"] = window.per_s(float(np.nansum(c.output[ok_in_window])))
+    latency: dict[str, Any] = {"e2e": distribution(c.end[ok] - c.intended[ok], 1000)}
+    service: dict[str, Any] = {"e2e": distribution(c.end[ok] - c.sent[ok], 1000)}
+    if streams or kind == "flow":
+        latency["ttft"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
+        latency["itl"] = distribution(c.itl_of(ok), 1000)
+        sel = ok & (c.output > 1)
+        latency["tpot"] = distribution((c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1), 1000)
+        service["ttft"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
+    if kind == "speech":
+        latency["ttfa"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
+        service["ttfa"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
+    block: dict[str, Any] = {
+        "requests": {"measured": int(measured.sum()), "ok": n_ok, "failed": n_failed,
+                     "error_rate": n_failed / (n_ok + n_failed) if n_ok + n_failed else 0.0},  # fmt: skip
+        "throughput": throughput,
+        "latency_ms": latency,
+        "service_latency_ms": service,
+    }
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "transcription":
+            block["real_time_factor"] = distribution((c.end[ok] - c.sent[ok]) / units["input_units"][ok], 1)
+        if kind == "speech":
+            block["audio_s_per_s"] = distribution(units["output_units"][ok] / (c.end[ok] - c.sent[ok]), 1)
+    if kind == "flow":
+        block["steps"] = _step_shares(c, ok, steps, scenario)
+    block["goodput"] = _goodput(c, ok_in_window, measured, window, kind, scenario, streams)
+    return block
+
+
+def _step_shares(c: Any, ok: np.ndarray, steps: list, scenario: Scenario) -> dict[str, list[dict[str, Any]]]:
+    """Per flow class: each step's mean time and its share of the chain's mean time."""
+    names = {cls.name: [s.name for s in cls.flow or ()]
+             for p in scenario.phase_list for cls in scenario.workload_of(p).classes}  # fmt: skip
+    result = {}
+    for label in sorted(set(c.request_class[ok].tolist())):
+        times = np.array([steps[i] for i in np.flatnonzero(ok & (c.request_class == label)) if steps[i]], dtype=float)
+        if times.size == 0:
+            continue
+        means = times.mean(axis=0)
+        step_names = names.get(str(label)) or [f"step{i + 1}" for i in range(len(means))]
+        result[str(label)] = [
+            {"step": step_names[i] if i < len(step_names) else f"step{i + 1}", "mean_ms": float(m),
+             "share": float(m / means.sum()) if means.sum() > 0 else None}  # fmt: skip
+            for i, m in enumerate(means)
+        ]
+    return result
+
+
+def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any, kind: str, scenario: Scenario,
+             streams: bool) -> dict[str, Any]:  # fmt: skip
+    slo = scenario.slo_of_kind(kind)
+    good = ok_in_window.copy()
+    applied: dict[str, float | None] = {"ttft": None, "itl": None, "tpot": None, "e2e": None}
+    with np.errstate(invalid="ignore"):
+        if slo.e2e is not None:
+            good &= (c.end - c.intended) <= slo.e2e
+            applied["e2e"] = slo.e2e * 1000
+        if slo.ttft is not None and (streams or kind in ("speech", "flow")):
+            good &= (c.first_token - c.intended) <= slo.ttft
+            applied["ttft"] = slo.ttft * 1000
+        if streams and slo.itl is not None:
+            good &= np.nan_to_num(c.mean_itl(), nan=0.0) <= slo.itl
+            applied["itl"] = slo.itl * 1000
+        if streams and slo.tpot is not None:
+            tpot = np.where(c.output > 1, (c.end - c.first_token) / np.maximum(c.output - 1, 1), 0.0)
+            good &= tpot <= slo.tpot
+            applied["tpot"] = slo.tpot * 1000
+    finished = int((ok_in_window | (measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+                                     & (c.end >= window.start) & (c.end <= window.end))).sum())  # fmt: skip
+    return {"requests_per_s": window.per_s(float(good.sum())),
+            "fraction": float(good.sum()) / finished if finished else None, "slo_ms": applied}  # fmt: skip
