@@ -130,7 +130,7 @@ def test_kill_9_keeps_every_flushed_part(timed_server, tmp_path):
     summary = summarize(read_records(run.out), scenario, RunInfo.from_dict(read_json(run.out / "run.json")))
     assert summary["requests"]["scheduled"] == summary["requests"]["ok"] == table.num_rows
     assert summary["stop_reason"].startswith("unknown")
-    assert summary["latency_ms"]["ttft"]["p50"] == pytest.approx(200, abs=5)
+    assert 200 <= summary["latency_ms"]["ttft"]["p50"] < 300  # the precise check is test_run_open_loop's
 
 
 def test_stop_event_stops_an_in_process_run(zero_server, scenario_for, reconciled, tmp_path):
