@@ -15,7 +15,7 @@ allow) and it is called different only when the two runs barely overlap: the can
 percentile lies beyond the baseline's mirror percentile (P1 for P99) or the reverse. A difference is *significant* when that interval
 excludes zero **and** it exceeds ``min_effect`` of the baseline (5 % by default, so that two
 runs of one configuration that differ by a hair are not called different) **and**, for
-latencies, the client's own timing resolution (the larger schedule-lag P99 of the two runs:
+TTFT and E2E (measured from the intended send time), the client's own timing resolution (the larger schedule-lag P99 of the two runs:
 a client whose sends wobble by that much cannot resolve finer latency differences); its
 direction then makes it *better* or *worse*; otherwise *not significant*.
 """
@@ -128,6 +128,11 @@ class _Metric:
     column: str | None = None  # percentile metrics: the value column and the percentile
     q: float = 0.0
 
+    @property
+    def from_intended(self) -> bool:
+        """Measured from the intended send time, so the client's send jitter is inside it."""
+        return self.column in ("ttft", "e2e")
+
 
 METRICS = (
     _Metric("throughput", "throughput", "req/s", "higher", lambda s, w, _: _sum(s.ok_in_window, w) / s.window_s),
@@ -211,7 +216,7 @@ def _separated(a: np.ndarray, b: np.ndarray, q: float) -> bool:
 def _verdict(metric: _Metric, base: float, diff: float, lo: float, hi: float, min_effect: float, floor: float) -> str:
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(diff)):
         return "not significant"
-    if lo <= 0 <= hi or (metric.unit == "ms" and abs(diff) < floor):
+    if lo <= 0 <= hi or (metric.from_intended and abs(diff) < floor):
         return "not significant"
     scale = abs(base) if np.isfinite(base) and base != 0 else 0.0
     if scale and abs(diff) < min_effect * scale:

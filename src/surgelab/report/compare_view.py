@@ -41,7 +41,7 @@ def compare_table(data: CompareData) -> Group:
     notes = [Text(n, style="red") for n in data.notes]
     method = Text(
         f"bootstrap: {data.resamples} request resamples per run, seed {data.seed}; significant = 95% CI excludes 0 "
-        f"and |Δ| ≥ {data.min_effect:.0%} of baseline and, for latencies, ≥ the client's lag P99 "
+        f"and |Δ| ≥ {data.min_effect:.0%} of baseline and, for TTFT and E2E, ≥ the client's lag P99 "
         f"({', '.join(f'{r:g}' for r in data.resolution_ms)} ms); a percentile with < 20 values beyond it (P99 of "
         "< 2,000 requests) uses order-statistic intervals and differs only when the runs barely overlap",
         style="dim",
