@@ -95,8 +95,8 @@ def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
     return found.setdefault(name, TargetEvidence(name))
 
 
-def collect(inputs: list[str], history: Path | None = None) -> dict[str, TargetEvidence]:
-    """Evidence per target from ``[NAME=]PATH`` inputs (and a history database)."""
+def collect(inputs: list[str], history: Path | None = None, history_options: dict[str, Any] | None = None) -> dict[str, TargetEvidence]:
+    """Evidence per target from ``[NAME=]PATH`` inputs (and a history database, read with ``history_options``)."""
     found: dict[str, TargetEvidence] = {}
     for spec in inputs:
         name, _, raw = spec.rpartition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
@@ -123,7 +123,7 @@ def collect(inputs: list[str], history: Path | None = None) -> dict[str, TargetE
         from surgelab.providers.history import History
 
         with History(history, create=False) as db:
-            for target, metrics in db.metrics().items():
+            for target, metrics in db.metrics(**(history_options or {})).items():
                 for metric, measured in metrics.items():
                     _get(found, target).add(metric, measured)
     return found

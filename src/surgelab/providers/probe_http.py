@@ -39,6 +39,7 @@ class Reply:
     raw: str = ""
     events: list[str] = field(default_factory=list)  # SSE data payloads, in order
     error: str | None = None
+    retried: bool = False
 
     @property
     def ok(self) -> bool:
@@ -114,7 +115,19 @@ class ProbeClient:
         return await self.request("POST", "/chat/completions", body, timeout=timeout)
 
     async def request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Reply:
-        """Send one request; never raises for HTTP or network trouble (it is in the reply)."""
+        """Send one request; never raises for HTTP or network trouble (it is in the reply).
+
+        A 5xx or a broken connection is tried once more (``retried``): a provider's transient
+        failure is the error rate's business, not a verdict on conformance or context length.
+        Timeouts are not retried — they are an answer of their own.
+        """
+        reply = await self._once(method, path, body, timeout)
+        if reply.status >= 500 or (reply.status == 0 and "Timeout" not in (reply.error or "")):
+            reply = await self._once(method, path, body, timeout)
+            reply.retried = True
+        return reply
+
+    async def _once(self, method: str, path: str, body: Any, timeout: float | None) -> Reply:
         assert self._session is not None, "use ProbeClient as an async context manager"
         reply = Reply()
         started = time.perf_counter()

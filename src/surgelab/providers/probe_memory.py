@@ -57,8 +57,6 @@ async def probe_context(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
         remaining = max(deadline - time.monotonic(), 1.0)
         text = tokenizer.synthesize(n, rng)
         reply = await client.chat([{"role": "user", "content": text}], max_tokens=1, timeout=min(client.endpoint.timeout, remaining))
-        if _outcome(reply) == "error":  # one retry: a 5xx or a reset is not an answer about length
-            reply = await client.chat([{"role": "user", "content": text}], max_tokens=1, timeout=min(client.endpoint.timeout, remaining))
         outcome = _outcome(reply)
         server = (reply.usage or {}).get("prompt_tokens")
         steps.append({"prompt_tokens": n, "server_prompt_tokens": server, "outcome": outcome, "reply": reply.describe()})
@@ -71,7 +69,7 @@ async def probe_context(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
             break
         outcome = await attempt(n)
         if outcome == "error":
-            stop = f"inconclusive: {steps[-1]['reply']} at {n} tokens (twice)"
+            stop = f"inconclusive: {steps[-1]['reply']} at {n} tokens (tried twice)"
             break
         if outcome == "accepted":
             lo, lo_server = n, steps[-1]["server_prompt_tokens"]
@@ -152,7 +150,8 @@ async def probe_retention(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
         value = r["turn"]
     miss = next((r for r in results if not r["recalled"]), None)
     if miss is not None:
-        found = f"recalled up to turn {value}; not at turn {miss['turn']} (answer: {miss['answer'][:60]!r})"
+        kept = f"recalled up to turn {value}" if value else "never recalled"
+        found = f"{kept}; not at turn {miss['turn']} (answer: {miss['answer'][:60]!r})"
     elif results:
         found = f"recalled at every checkpoint up to turn {value}"
     else:

@@ -39,7 +39,7 @@ class Verdict:
     def explain(self) -> str:
         r = self.requirement
         if self.observed is None:
-            return f"{self.target}: {r.label} — {self.how}"
+            return f"{self.target}: {r.label} — not measured: {self.how}"
         got = format_value(self.observed, r.unit)
         return f"{self.target}: {r.label} — measured {got}, needs {r.op} {format_value(r.value, r.unit)} ({self.how}; {self.source})"
 
