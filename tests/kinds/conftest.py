@@ -1,0 +1,15 @@
+"""One embedded server (``surgelab serve --profile tiny``, a real subprocess) for the kind tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from surgelab.server.process import serve_process
+
+
+@pytest.fixture(scope="package")
+def embedded() -> Iterator[str]:
+    with serve_process(profile="tiny") as url:
+        yield url
