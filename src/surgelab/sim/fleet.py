@@ -54,9 +54,14 @@ class ScaleToZero(_Model):
 
 
 class Forecast(_Model):
-    """Forecast-driven pre-scaling from the scenario's planned load (a perfect forecast)."""
+    """Forecast-driven pre-scaling from the scenario's planned load (a perfect forecast).
 
-    lead: Seconds = Field(60.0, description="Provision for the load planned this far ahead.")
+    At every sync the floor is ``ceil(peak ÷ per_replica)``, the peak being the highest rate
+    planned between now and ``lead`` from now: replicas are ready when the load arrives if
+    ``lead`` covers the cold start plus a sync period.
+    """
+
+    lead: Seconds = Field(60.0, description="Provision for the highest load planned within this horizon.")
     per_replica: float = Field(gt=0, description="Requests/s one replica should carry.")
 
 
@@ -114,6 +119,9 @@ class Pool(_Model):
     replicas: int = Field(1, ge=0, description="Replicas at the start (ready at time 0).")
     profile: str | None = Field(None, description="Engine profile: a name or a coefficients file.")
     service_time: Distribution | None = Field(None, description="Instead of an engine: each request takes this long.")
+    per_output_token: bool = Field(
+        False, description="Service model: service_time is per output token (the request's max_tokens)."
+    )
     concurrency: int | None = Field(
         None,
         ge=1,

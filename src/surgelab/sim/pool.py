@@ -61,7 +61,7 @@ class PoolRuntime:
             if self.fast and fast_eligible(self.profile, self.cfg.coalesce):
                 return FastEngineBackend(self.profile, self.cfg.coalesce)
             return EngineBackend(self.profile, self.cfg.prefix_caching, self.cfg.coalesce)
-        return ServiceBackend(self.cfg.service_time, self.cfg.concurrency or 1, self.rng)
+        return ServiceBackend(self.cfg.service_time, self.cfg.concurrency or 1, self.rng, self.cfg.per_output_token)
 
     def spawn(self, sim: Simulator, ready: bool) -> list[Event]:
         limit = self.cfg.concurrency or (None if self.profile is not None else 1)
@@ -108,7 +108,8 @@ class PoolRuntime:
         assert auto is not None
         floor = self.scheduled_min if self.scheduled_min is not None else auto.min
         if auto.forecast is not None:
-            rate = sim.traffic.planned_rate(sim.now / SECOND + auto.forecast.lead)
+            now_s = sim.now / SECOND
+            rate = sim.traffic.planned_peak(now_s, now_s + auto.forecast.lead)
             floor = max(floor, math.ceil(rate / auto.forecast.per_replica - 1e-9))
         return min(floor, auto.max)
 

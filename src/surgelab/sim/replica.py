@@ -8,8 +8,8 @@ than ``coalesce`` are run back to back and their tokens delivered together at th
 the batch, as the server's coalescing does; then the next batch starts immediately.
 
 ``ServiceBackend`` is a plain queueing server for validation: each request holds one of
-``concurrency`` servers for a time drawn from ``service_time`` and gets its whole answer at
-the end, in one chunk. Its response headers (``first_byte_ns``) leave when service starts.
+``concurrency`` servers for a time drawn from ``service_time`` (times its output tokens with
+``per_output_token``) and gets its whole answer at the end, in one chunk. Its response headers (``first_byte_ns``) leave when service starts.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: lis
 class ServiceBackend:
     """``servers`` parallel servers, service times drawn from a distribution in blocks."""
 
-    def __init__(self, dist, servers: int, rng: np.random.Generator) -> None:
-        self.dist, self.servers, self.rng = dist, servers, rng
+    def __init__(self, dist, servers: int, rng: np.random.Generator, per_token: bool = False) -> None:
+        self.dist, self.servers, self.rng, self.per_token = dist, servers, rng, per_token
         self._draws: list[float] = []
         self.busy: set[Event] = set()
 
@@ -145,7 +145,7 @@ class ServiceBackend:
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
         if not self._draws:
             self._draws = self.dist.sample(self.rng, 4096).tolist()[::-1]
-        span = round(self._draws.pop() * SECOND)
+        span = round(self._draws.pop() * (req.output_tokens if self.per_token else 1) * SECOND)
         rep.busy_ns += span // self.servers
         event = Call(now + span, Rank.STEP_END, _served, rep, req)
         self.busy.add(event)

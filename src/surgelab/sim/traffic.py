@@ -67,10 +67,18 @@ class Traffic:
         self.open_conversations = 0
         self.end_ns = max(p.end_ns for p in self.plans)
 
-    def planned_rate(self, t_s: float) -> float:
-        """Requests/s the open-loop phases plan at run time ``t_s`` (the forecast)."""
-        t_ns = int(t_s * SECOND)
-        return sum(s.plan.level_at(t_ns) for s in self.sources if s.load.mode == "open")
+    def planned_peak(self, start_s: float, end_s: float) -> float:
+        """Highest request rate the open-loop phases plan between two run times (the forecast)."""
+        times = np.arange(start_s, end_s + 1.0, 1.0)
+        total = np.zeros(times.size)
+        for src in self.sources:
+            if src.load.mode != "open":
+                continue
+            plan = src.plan
+            t = times - plan.start_ns / SECOND
+            inside = (t >= 0) & (t < (plan.end_ns - plan.start_ns) / SECOND)
+            total += np.where(inside, src.load.shape.level(np.clip(t, 0, None)), 0.0)
+        return float(total.max()) if total.size else 0.0
 
     def start(self, sim: Simulator) -> list[Event]:
         events: list[Event] = []
