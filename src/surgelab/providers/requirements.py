@@ -156,6 +156,22 @@ class RequirementProfile(BaseModel):
         return [r.model_copy(update={"group": g}) for g in GROUPS for r in getattr(self, g)]
 
 
+def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Line of the *key* an unknown field was written with (its value may start lines later)."""
+    parent = _line_of(root, loc[:-1]) if loc[:-1] else None
+    node = root
+    for part in loc[:-1]:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == part), node)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+    if isinstance(node, yaml.MappingNode):
+        key = next((k for k, _ in node.value if getattr(k, "value", None) == loc[-1]), None)
+        if key is not None:
+            return key.start_mark.line + 1
+    return parent
+
+
 def load_requirements(path: str | Path) -> RequirementProfile:
     """Read and validate a profile; every problem at once, each with its line."""
     path = Path(path)
@@ -178,5 +194,10 @@ def load_requirements(path: str | Path) -> RequirementProfile:
         for error in exc.errors():
             loc = tuple(error["loc"])
             where = ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-            lines.append(f"{path}:{_line_of(root, loc) or 1}: {where or 'requirements'}: {_describe(error)}")
+            line = _line_of(root, loc) or 1
+            message = _describe(error)
+            if error["type"] == "extra_forbidden":
+                line = _key_line(root, loc) or line
+                message = f"unknown field (groups: {', '.join(GROUPS)}; a requirement has require, name, weight, must)"
+            lines.append(f"{path}:{line}: {where or 'requirements'}: {message}")
         raise RequirementError(lines) from None
