@@ -14,7 +14,7 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
 ``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
-many completion requests arrived over how many distinct TCP connections (by client port), so
+many completion requests arrived over how many distinct TCP connections, so
 tests can tell pooled keep-alive from a new connection per request, and the last
 ``Authorization`` header, so tests can check that a key reached the server.
 """
@@ -62,15 +62,18 @@ def _prompt_tokens(body: dict, chat: bool) -> int:
 
 
 def make_app(ttft: float, itl: float) -> web.Application:
-    peers: set[tuple] = set()
+    live: dict[int, asyncio.BaseTransport] = {}  # held, so no id is reused while it is listed
     stats = {"requests": 0, "connections": 0, "authorization": None}
 
     async def completions(request: web.Request) -> web.StreamResponse:
         arrived = time.monotonic()
-        peer = request.transport.get_extra_info("peername") if request.transport else None
+        transport = request.transport
         stats["requests"] += 1
-        if peer is not None and tuple(peer) not in peers:
-            peers.add(tuple(peer))
+        if transport is not None and id(transport) not in live:  # not the client port: loopback reuses those
+            if len(live) > 1000:
+                for key in [k for k, t in live.items() if t.is_closing()]:
+                    del live[key]
+            live[id(transport)] = transport
             stats["connections"] += 1
         stats["authorization"] = request.headers.get("Authorization")
         chat = request.path.endswith("/chat/completions")
