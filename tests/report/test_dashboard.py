@@ -52,7 +52,8 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
     # validity is not this test's subject (a browser starting on a 2-core machine can delay a send by
     # tens of ms); the dashboard's own effect on the schedule is measured in the next test
     command = [sys.executable, "-m", "surgelab", "run", str(scenario), "--out", str(out), "-q",
-               "--dashboard", "--dashboard-token", "t0ken", "--set", "validity.max_lag_p99=1s"]  # fmt: skip
+               "--dashboard", "--dashboard-token", "t0ken", "--set", "validity.max_lag_p99=1s",
+               "--scrape", tiny_server.root_url + "/metrics"]  # fmt: skip
     context = browser()  # started before the run: only the page itself comes late
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -81,8 +82,13 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         # the pipeline shows the same numbers
         assert page.inner_text("#count-ok .value") == str(later["ok"]) or int(page.inner_text("#count-ok .value")) >= later["ok"]
         assert page.text_content("#node-responses-1").endswith("/s")
+        # the target's own gauges, scraped by the dashboard's thread
+        assert set(later["gauges"]) == {"running", "waiting", "kv_usage"}
+        assert page.text_content("#node-target-1").endswith(" running")
+        assert page.text_content("#node-target-3").startswith("KV cache ")
         assert page.text_content("#edge-0").endswith("/s") and page.text_content("#edge-3").endswith("/s")
         charts = page.evaluate("window.SURGELAB_CHARTS")
+        assert "target running" in charts["live-inflight"]["traces"]
         for chart_id in ("live-throughput", "live-latency", "live-inflight", "live-errors"):
             assert charts[chart_id]["points"] and all(p >= 3 for p in charts[chart_id]["points"]), (chart_id, charts[chart_id])
         assert charts["live-throughput"]["traces"][0] == "target req/s"
@@ -193,3 +199,18 @@ def test_state_since_token_and_bounded_history(monkeypatch):
     finally:
         board.stop()
     assert board.finished
+
+
+def test_gauges_from_an_exposition():
+    from surgelab.dashboard.gauges import gauges_from_text
+
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0"} 3.0\nvllm:num_requests_running{engine="1"} 2.0\n'
+        "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 7.0\n"
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0"} 0.25\nvllm:kv_cache_usage_perc{engine="1"} 0.5\n'
+        "# TYPE other_metric counter\nother_metric_total 99\n"
+    )
+    assert gauges_from_text(text) == {"running": 5.0, "waiting": 7.0, "kv_usage": 0.5}
+    assert gauges_from_text("# nothing here\n") == {}

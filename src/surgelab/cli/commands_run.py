@@ -135,7 +135,7 @@ def run(
     observers = []
     if prometheus_port is not None:
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host))
-    board = _dashboard(scenario.name, dashboard_port, dashboard_token) if dashboard else None
+    board = _dashboard(scenario, dashboard_port, dashboard_token) if dashboard else None
     try:
         raise typer.Exit(
             execute(
@@ -148,10 +148,11 @@ def run(
             board.stop()
 
 
-def _dashboard(name: str, port: int, token: str | None) -> Any:
+def _dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
     from surgelab.dashboard import Dashboard, DashboardSettings
 
-    board = Dashboard(DashboardSettings(port=port, token=token, title=name))
+    scrape = tuple(str(source.url) for source in scenario.telemetry.sources)
+    board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape))
     try:
         url = board.start()
     except OSError as exc:

@@ -82,9 +82,10 @@ _JS = r"""
     setText("node-queue-1", e.queue); setText("node-queue-2", e.dropped + " dropped"); setText("node-queue-3", "lag p99 " + ms(e.lag_p99_ms));
     setText("node-inflight-1", e.in_flight); setText("node-inflight-2", "sending " + rate(e.send_rate)); setText("node-inflight-3", "");
     const g = e.gauges || {};
-    const gk = Object.keys(g);
-    setText("node-target-1", gk.length ? slFmt(g[gk[0]]) : "–"); setText("node-target-2", gk.length ? gk[0] : "no telemetry");
-    setText("node-target-3", gk.slice(1, 3).map(k => k + " " + slFmt(g[k])).join(" · "));
+    const has = k => g[k] !== undefined && g[k] !== null;
+    setText("node-target-1", has("running") ? slFmt(g.running, 0) + " running" : "–");
+    setText("node-target-2", has("waiting") ? slFmt(g.waiting, 0) + " waiting" : (Object.keys(g).length ? "" : "no telemetry (--scrape)"));
+    setText("node-target-3", has("kv_usage") ? "KV cache " + slFmt(100 * g.kv_usage, 1) + " %" : "");
     setText("node-responses-1", rate(e.completion_rate)); setText("node-responses-2", e.ok + " ok · " + e.failed + " failed"); setText("node-responses-3", e.cancelled + " cancelled");
     setText("edge-0", rate(e.arrival_rate)); setText("edge-1", rate(e.send_rate)); setText("edge-2", e.in_flight + " open"); setText("edge-3", rate(e.completion_rate));
     for (let i = 0; i < 4; i++) { const f = document.getElementById("flow-" + i); if (f) f.style.opacity = state.finished ? 0 : 1; }
@@ -97,7 +98,12 @@ _JS = r"""
     slChart(curves, "live-throughput", "Rates per second (5 s trailing mean)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
     slChart(curves, "live-latency", "Latency so far (ms)", [slLine("TTFT p50", t, H.map(x => x.ttft_p50_ms)), slLine("TTFT p99", t, H.map(x => x.ttft_p99_ms)),
       slLine("E2E p50", t, H.map(x => x.e2e_p50_ms)), slLine("E2E p99", t, H.map(x => x.e2e_p99_ms))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
-    slChart(curves, "live-inflight", "In flight and client queue", [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    const flight = [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))];
+    if (H.some(x => x.gauges && x.gauges.running !== undefined)) {
+      flight.push(slLine("target running", t, H.map(x => x.gauges ? x.gauges.running : null), { line: { dash: "dot" } }),
+                  slLine("target waiting", t, H.map(x => x.gauges ? x.gauges.waiting : null), { line: { dash: "dot" } }));
+    }
+    slChart(curves, "live-inflight", "In flight, client queue and the target's own counts", flight, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
     slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
     if (state.points.length) {
       const p = state.points;

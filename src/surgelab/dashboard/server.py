@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import hmac
 import math
 import threading
@@ -39,6 +40,7 @@ class DashboardSettings:
     port: int = 0  # 0: any free port (printed)
     token: str | None = None
     title: str = "surgelab run"
+    scrape: tuple[str, ...] = ()  # the target's Prometheus endpoints: running/waiting/KV gauges in the pipeline
 
 
 class Dashboard:
@@ -55,6 +57,7 @@ class Dashboard:
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._poller: asyncio.Future[None] | None = None
         self._arrivals: deque[tuple[float, int]] = deque([(0.0, 0)])
         self._page = b""
         self.url = ""
@@ -93,7 +96,8 @@ class Dashboard:
         self.points.append(point)
 
     def set_gauges(self, gauges: dict[str, float]) -> None:
-        self.gauges.update(gauges)
+        """The target's latest gauges (``running``, ``waiting``, ``kv_usage`` as a fraction)."""
+        self.gauges = {**self.gauges, **gauges}
 
     # ---------------------------------------------------------------- HTTP
 
@@ -144,6 +148,10 @@ class Dashboard:
             port = self._runner.addresses[0][1]
             query = f"?token={self.settings.token}" if self.settings.token else ""
             self.url = f"http://{self.settings.host}:{port}/{query}"
+            if self.settings.scrape:
+                from surgelab.dashboard.gauges import poll_gauges
+
+                self._poller = asyncio.ensure_future(poll_gauges(self.settings.scrape, self.set_gauges))
         except BaseException as exc:  # reported to the starting thread
             failure.append(exc)
         finally:
@@ -182,6 +190,10 @@ class Dashboard:
             return
 
         async def close() -> None:
+            if self._poller is not None:
+                self._poller.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._poller
             if self._runner is not None:
                 await self._runner.cleanup()
             loop.stop()
