@@ -95,3 +95,29 @@ def test_route_runs_split_into_their_targets(tmp_path, profile) -> None:
 def test_unusable_inputs_are_named(tmp_path, make, message) -> None:
     with pytest.raises(EvidenceError, match=message):
         collect([str(make(tmp_path))])
+
+
+def test_score_a_real_run_and_probe_of_the_embedded_server(tmp_path, scenario_for, run, cli) -> None:
+    from surgelab.providers.probe_http import Endpoint
+    from surgelab.providers.probes import ProbeSettings, run_probes
+    from surgelab.runner.loop import run_async
+    from surgelab.server.process import serve_process
+
+    with serve_process(["--error-rate", "20%"], profile="tiny") as lossy, serve_process(profile="tiny") as clean:
+        run(scenario_for(lossy, load={"rate": 40, "duration": "1s", "arrival": "constant"}), tmp_path / "lossy")
+        doc = run_async(run_probes(Endpoint(clean, "surgelab-tiny"), "lossy", ProbeSettings(only=("conformance", "context"), context_precision=0.0)))
+    (tmp_path / "probe.json").write_text(json.dumps(doc))
+    (tmp_path / "r.yaml").write_text(
+        "core_performance:\n  - {require: error_rate < 0.5%, weight: 2}\n"
+        "business_fit:\n  - require: max_context >= 64k\n"
+        "architecture_compatibility:\n  - {require: openai_compat == pass, must: true}\n"
+    )
+    result = cli("score", str(tmp_path / "lossy"), str(tmp_path / "probe.json"), "--requirements", str(tmp_path / "r.yaml"),
+                 "--out", str(tmp_path / "score.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr  # the must (conformance) passed: qualified
+    card = json.loads((tmp_path / "score.json").read_text())
+    errors, context, compat = card["matrix"]["lossy"]
+    assert not errors["passed"] and 0.05 < errors["observed"] < 0.4
+    assert not context["passed"] and context["observed"] == 32767
+    assert compat["passed"] and card["ranking"][0]["score"] == pytest.approx(1 / 4)
+    assert "needs >= 65,536 tokens" in result.stdout and "needs < 0.50%" in result.stdout
