@@ -102,6 +102,8 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     assert data.extensions["sweep"]["slo_ms"] == {"ttft": 250.0}
     report = surgelab_cli("report", str(out))
     assert report.returncode == 0, report.stderr
+    shown = surgelab_cli("show", str(out))
+    assert shown.returncode == 0 and "TTFT p99 ms" in shown.stdout, shown.stdout + shown.stderr
     page = browser(offline=True).new_page()
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)

@@ -37,8 +37,11 @@ class TerminalOutput:
 
             self.console.print(compare_table(result))
             return
-        from surgelab.report.terminal import print_summary, timeline
+        from surgelab.report.terminal import print_summary, sweep_table, timeline
 
+        if result.kind == "sweep":
+            self.console.print(sweep_table(result))
+            return
         print_summary(result.summary, self.console)
         self.console.print(timeline(result))
 

@@ -16,7 +16,7 @@ from surgelab.units import format_duration
 if TYPE_CHECKING:
     from surgelab.report.model import ReportData
 
-__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline"]
+__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline", "sweep_table"]
 
 
 def _ms(value: float | None) -> str:
@@ -143,3 +143,16 @@ def timeline(data: ReportData) -> Group:
         Text("TTFT p99 (ms) over time", style="bold"),
         Text(terminal_chart(ttft, height=5, label="s")),
     )
+
+
+def sweep_table(data: ReportData) -> Table:
+    """A sweep directory's levels: offered load, throughput, P99 TTFT and E2E; the knee marked."""
+    sweep = data.extensions["sweep"]
+    knee = (sweep.get("knee") or {}).get("offered")
+    table = Table(title=f"sweep {data.name} — {data.summary.get('stop_reason', '')}", title_justify="left")
+    for name in (f"offered ({sweep.get('unit', '')})", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
+        table.add_column(name, justify="right")
+    for p in sweep["points"]:
+        table.add_row(f"{p['offered']:g}", _num(p["throughput"]), _num(p["ttft_p99_ms"]), _num(p["e2e_p99_ms"]),
+                      f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "")  # fmt: skip
+    return table
