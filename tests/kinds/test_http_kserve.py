@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
-import selectors
-import subprocess
-import sys
-import time
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,30 +11,6 @@ from surgelab.client.kinds import KindContext
 from surgelab.client.kinds.http import Http
 from surgelab.scenario.model import Target
 from surgelab.workload.kinds import fill
-
-
-@pytest.fixture(scope="module")
-def kserve() -> Iterator[str]:
-    cmd = [sys.executable, "-m", "surgelab.testing.kserve_server", "--port", "0", "--model", "llama", "--delay", "0.02"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    deadline, url = time.monotonic() + 15, None
-    while url is None and time.monotonic() < deadline and selector.select(timeout=max(deadline - time.monotonic(), 0)):
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if m := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
-            url = m[1]
-    selector.close()
-    try:
-        assert url, "the KServe server did not start"
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=5)
-        proc.stdout.close()
 
 
 def _stats(url: str) -> dict:
