@@ -99,7 +99,7 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # Playwright's sync API holds a running event loop: never past this module
 def playwright_driver() -> Iterator[object]:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (test extra) is not installed")
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
