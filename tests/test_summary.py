@@ -112,27 +112,29 @@ def test_throughput_counts_successes_in_the_window():
     s = summarize(_records(), _scenario(), INFO)
     window = 12.0 - 1.0
     assert s["duration_s"] == pytest.approx(window)
-    # the warm-up successes end inside the window but are not measured
-    assert s["throughput"]["requests_per_s"] == pytest.approx(N_OK / window)
-    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(N_OK * TOKENS / window)
-    assert s["throughput"]["input_tokens_per_s"] == pytest.approx(N_OK * 16 / window)
-    assert s["throughput"]["total_tokens_per_s"] == pytest.approx(N_OK * (16 + TOKENS) / window)
+    # rates count every success that ended in the window, the 4 warm-up ones included
+    done = N_OK + 4
+    assert s["throughput"]["requests_per_s"] == pytest.approx(done / window)
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(done * TOKENS / window)
+    assert s["throughput"]["input_tokens_per_s"] == pytest.approx(done * 16 / window)
+    assert s["throughput"]["total_tokens_per_s"] == pytest.approx(done * (16 + TOKENS) / window)
     early = summarize(_records(), _scenario(), RunInfo(stop_reason="interrupted", stopped_at_s=6.0))
-    ended = sum(1 for k in range(N_OK) if 1.0 + k * 0.1 + (k + 1) / 1000 + 0.04 <= 6.0)
+    ended = sum(1 for k in range(N_OK) if 1.0 + k * 0.1 + (k + 1) / 1000 + (TOKENS - 1) * 0.01 <= 6.0)
+    ended += sum(1 for k in range(4) if k * 0.2 + 5 + (TOKENS - 1) * 0.01 <= 6.0)
     assert early["throughput"]["requests_per_s"] == pytest.approx(ended / 5.0)
 
 
 def test_goodput_with_an_slo():
     s = summarize(_records(), _scenario(slo={"ttft": "50ms"}), INFO)
     assert s["goodput"]["requests_per_s"] == pytest.approx(50 / 11.0)
-    assert s["goodput"]["fraction"] == pytest.approx(50 / 105)
+    assert s["goodput"]["fraction"] == pytest.approx(50 / 109)  # 100 + 4 warm-up successes + 5 errors ended in the window
     assert s["goodput"]["slo_ms"]["ttft"] == pytest.approx(50.0)
     both = summarize(_records(), _scenario(slo={"ttft": "50ms", "e2e": "80ms"}), INFO)
     assert both["goodput"]["requests_per_s"] == pytest.approx(39 / 11.0)  # e2e = ttft + 40 ms <= 80 ms
     itl = summarize(_records(), _scenario(slo={"itl": "9ms"}), INFO)
     assert itl["goodput"]["requests_per_s"] == 0.0
     none = summarize(_records(), _scenario(), INFO)
-    assert none["goodput"]["requests_per_s"] == pytest.approx(N_OK / 11.0)
+    assert none["goodput"]["requests_per_s"] == pytest.approx((N_OK + 4) / 11.0)
 
 
 def test_thresholds_are_judged():

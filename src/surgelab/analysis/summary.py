@@ -186,19 +186,26 @@ class Window:
 
 
 def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
-    """Requests, throughput, latency and goodput of a subset of rows (warm-up excluded)."""
+    """Requests, throughput, latency and goodput of a subset of rows.
+
+    Counts and latencies leave out requests intended during the warm-up; rates count every
+    completion that *ended* inside the window, whenever it was sent — the steady-state
+    completion rate, so that a window right after a warm-up is not short of the requests
+    still finishing from it.
+    """
     measured = rows & ~c.warmup
-    ok = measured & (c.state == State.OK.value)
-    failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+    is_ok = rows & (c.state == State.OK.value)
+    is_failed = rows & np.isin(c.state, [s.value for s in FAILED_STATES])
+    ok, failed = is_ok & measured, is_failed & measured
     dropped = measured & (c.state == State.DROPPED.value)
     in_window = (c.end >= window.start) & (c.end <= window.end)
-    ok_in_window = ok & in_window
+    ok_in_window = is_ok & in_window
     n_ok, n_failed, n_dropped = int(ok.sum()), int(failed.sum()), int(dropped.sum())
     finished = n_ok + n_failed
     out_tokens = float(np.nansum(c.output[ok_in_window]))
     in_tokens = float(np.nansum(c.prompt[ok_in_window]))
     good = _meets_slo(c, ok_in_window, scenario)
-    finished_in_window = int((ok_in_window | (failed & in_window)).sum())
+    finished_in_window = int((ok_in_window | (is_failed & in_window)).sum())
     return {
         "requests": {
             "measured": int(measured.sum()),

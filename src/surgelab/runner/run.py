@@ -99,7 +99,10 @@ async def _execute(
     try:
         async with ex:
             starters = [ex.spawn(_run_phase(ex, plan)) for plan in plans]
-            await asyncio.gather(*starters, return_exceptions=True)
+            for plan, outcome in zip(plans, await asyncio.gather(*starters, return_exceptions=True)):
+                if isinstance(outcome, Exception):  # a bug, not a load condition: say so, keep what was measured
+                    print(f"error: phase {plan.phase.name!r} failed: {outcome!r}", file=sys.stderr)
+                    ex.request_stop(f"error in phase {plan.phase.name!r}: {type(outcome).__name__}: {outcome}")
             await ex.drain(grace)
     finally:
         for task in helpers:
