@@ -23,6 +23,7 @@ CASES = [
     (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "context,telepathy"], "unknown probe(s) telepathy"),
     (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "SURGELAB_NO_SUCH_VAR"], "is not set"),
     (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--idle", "a while"], "--idle:"),
+    (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2s"], "http://127.0.0.1:9/v1: no answer"),
     (["score", "{d}/run", "--requirements", "{d}/missing.yaml"], "cannot read requirements"),
     (["score", "{d}/run", "--requirements", "{d}/bad.yaml"], "bad.yaml:2: core_performance.0"),
     (["score", "{d}/nowhere", "--requirements", "{d}/r.yaml"], "not a run directory"),

@@ -66,7 +66,7 @@ def probe(
     from urllib.parse import urlsplit
 
     from surgelab.providers.probe_http import Endpoint
-    from surgelab.providers.probes import PROBES, ProbeSettings, run_probes
+    from surgelab.providers.probes import PROBES, ProbeSettings, Unreachable, run_probes
     from surgelab.providers.render import print_probe
     from surgelab.runner.loop import run_async
 
@@ -90,7 +90,10 @@ def probe(
     endpoint = Endpoint(url, model, key, _seconds(timeout, "--timeout"))
     console = Console()
     console.print(f"probing {url} ({model}) …", highlight=False)
-    doc = run_async(run_probes(endpoint, name or parts.netloc, settings, on_result=lambda r: print_probe(r, console)))
+    try:
+        doc = run_async(run_probes(endpoint, name or parts.netloc, settings, on_result=lambda r: print_probe(r, console)))
+    except Unreachable as exc:
+        raise fail(str(exc)) from None
     if out is not None:
         _write_json(out, doc)
         console.print(f"wrote {out}", highlight=False)

@@ -76,7 +76,7 @@ class Gauges:
 
 
 async def run_round(scenario: Scenario, db: History, *, keep_runs: Path | None = None, gauges: Gauges | None = None,
-                    clock: Callable[[], float] = time.time) -> list[Sample]:  # fmt: skip
+                    clock: Callable[[], float] = time.time, stop: asyncio.Event | None = None) -> list[Sample]:  # fmt: skip
     """Run the scenario once against each target and append the samples."""
     from surgelab.runner.run import run_scenario
 
@@ -84,13 +84,15 @@ async def run_round(scenario: Scenario, db: History, *, keep_runs: Path | None =
     samples = []
     with tempfile.TemporaryDirectory(prefix="surgelab-monitor-") as scratch:
         for name, single in single_targets(scenario).items():
+            if stop is not None and stop.is_set():
+                break
             ts = clock()
             stamp = datetime.fromtimestamp(ts, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             run_dir = (keep_runs or Path(scratch)) / name / stamp
             env = keys.get(name) or single.target.api_key_env
             note = ""
             try:
-                result = await run_scenario(single, run_dir, api_key=os.environ.get(env) if env else None)
+                result = await run_scenario(single, run_dir, api_key=os.environ.get(env) if env else None, stop_event=stop)
                 summary = result.summary
                 if result.stop_reason != "completed":
                     note = result.stop_reason
@@ -118,7 +120,7 @@ async def monitor(scenario: Scenario, db: History, settings: MonitorSettings, *,
             break  # stopped while waiting
         except asyncio.TimeoutError:
             pass
-        samples = await run_round(scenario, db, keep_runs=settings.keep_runs, gauges=gauges)
+        samples = await run_round(scenario, db, keep_runs=settings.keep_runs, gauges=gauges, stop=stop)
         done += 1
         if on_round is not None:
             on_round(done, samples)

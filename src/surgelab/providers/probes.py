@@ -4,7 +4,8 @@ A probe result says what was found (``value``, the metric a requirement reads), 
 found (``how``) and the evidence (``details``: every check or step). The probes here are the
 quick ones — OpenAI conformance, the models list, output-length control, cold start; context
 length and multi-turn memory are in ``probe_memory``. ``run_probes`` runs them in a fixed
-order (cold start first: it needs an endpoint nobody has woken yet).
+order (cold start first: it needs an endpoint nobody has woken yet), after a ``GET /models``
+that tells a wrong URL (no HTTP answer at all) from a finding about the provider.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from surgelab import __version__
 from surgelab.providers.probe_http import Endpoint, ProbeClient, Reply
 from surgelab.workload.tokenizer import BuiltinTokenizer
 
-__all__ = ["ProbeResult", "ProbeSettings", "run_probes", "PROBES"]
+__all__ = ["ProbeResult", "ProbeSettings", "Unreachable", "run_probes", "PROBES"]
+
+
+class Unreachable(ConnectionError):
+    """The endpoint gave no HTTP answer at all: a wrong URL, not a finding about a provider."""
 
 _HELLO = [{"role": "user", "content": "Say hello in five words."}]
 
@@ -176,6 +181,9 @@ async def run_probes(endpoint: Endpoint, name: str, settings: ProbeSettings = Pr
     results: list[ProbeResult] = []
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with ProbeClient(endpoint) as client:
+        hello = await client.request("GET", "/models", timeout=min(endpoint.timeout, 10.0))
+        if hello.status == 0:  # not an inference request, so a cold start is still ahead of us
+            raise Unreachable(f"{endpoint.url}: {hello.describe()}")
         for probe_name in PROBES:
             if settings.only and probe_name not in settings.only:
                 continue
