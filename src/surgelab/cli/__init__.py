@@ -26,6 +26,7 @@ def _root() -> None:
 from surgelab.cli import commands_demo  # noqa: E402,F401,I001
 from surgelab.cli import commands_plan  # noqa: E402,F401,I001
 from surgelab.cli import commands_providers  # noqa: E402,F401,I001
+from surgelab.cli import commands_proxy  # noqa: E402,F401,I001
 from surgelab.cli import commands_report  # noqa: E402,F401,I001
 from surgelab.cli import commands_run  # noqa: E402,F401,I001
 from surgelab.cli import commands_serve  # noqa: E402,F401,I001
