@@ -17,7 +17,8 @@ schedule is known in closed form, and this backend computes whole runs of steps 
 Then step j of a run carries ``p`` prefill tokens (the prompts admitted at its start, j = 0
 only), ``d`` decodes and reads ``r_j = R + n·j`` KV tokens (each sequence's context grows by
 one per step), and lasts ``profile.step_time(p, d, r_j)`` — the engine's own formula, with
-the same floating-point operations. A run ends at the next step where a sequence finishes
+the same floating-point operations. Steps are computed ahead in chunks whose length adapts
+to how often arrivals cut a run short. A run ends at the next step where a sequence finishes
 or a client deadline passes; an arrival cuts it after the step under way, as the engine
 admits a request at the next step start. Every sequence emits at every step from its
 admission to its end, so its token times are a slice of the replica's log of step ends.
@@ -35,8 +36,6 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from surgelab.engine import Engine, EngineProfile, EngineRequest
 from surgelab.engine.core import _Sequence
 from surgelab.metrics.record import State
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FastEngineBackend", "fast_eligible"]
 
-_MAX_RUN = 4096
+_MIN_RUN, _MAX_RUN = 2, 512  # steps computed ahead, adapted to how often arrivals cut a run
 
 
 def fast_eligible(profile: EngineProfile, coalesce_s: float) -> bool:
@@ -90,6 +89,8 @@ class FastEngineBackend:
         self._s_kv, self._base = profile.s_per_kv_token, profile.decode_base_s
         self._prefill, self._overhead = profile.prefill_s_per_token, profile.step_overhead_s
         self.fast = True
+        self.chunk = 8
+        self.full = False
         self._clear()
 
     def _clear(self) -> None:
@@ -131,6 +132,7 @@ class FastEngineBackend:
         if j >= run.k - 1:
             return ()
         run.k = j + 1
+        self.chunk = max(self.chunk // 2, _MIN_RUN)  # arrivals come often here: compute less ahead
         assert self.pending is not None
         self.pending.cancelled = True
         self.pending = Call(run.ends[j], Rank.STEP_END, _fast_step_end, rep)
@@ -168,26 +170,27 @@ class FastEngineBackend:
             self.r_total += prompts
             self.new = []
         n = len(running)
-        k = min(self._next_finish() - step + 1, _MAX_RUN)
-        # step j reads r_j = R + n·j KV tokens; the same operations as EngineProfile.step_time
-        memory = np.arange(self.r_total, self.r_total + n * k, n, dtype=np.float64)[:k] * self._s_kv + self._base
-        durations = np.maximum(memory, self._prefill * n)
-        durations[0] = max(memory[0], self._prefill * (prompts + d0))
-        durations += self._overhead
-        spans = np.rint(durations * 1_000_000_000).astype(np.int64)
-        spans[0] += now
-        ends = np.cumsum(spans).tolist()
-        if self.deadlines:
-            deadline = self._next_deadline()
-            if deadline < ends[k - 1]:
-                k = bisect_right(ends, deadline, 0, k) + 1
-        first = ends[0]
-        for seq in admitted:
-            out = seq.req.outcome
-            if first - out.sent_ns > seq.req.first_token_deadline:
-                k = 1  # someone gives up at its first token: the batch changes after this step
-        self.run = _Run(now, ends, k, n, admitted)
-        self.pending = Call(ends[k - 1], Rank.STEP_END, _fast_step_end, rep)
+        k = min(self._next_finish() - step + 1, self.chunk)
+        self.full = k == self.chunk  # a run cut by the chunk, not by a finish: the next may be longer
+        # step j reads R + n·j KV tokens: EngineProfile.step_time's own operations, in Python floats
+        overhead, base, s_kv, r = self._overhead, self._base, self._s_kv, self.r_total
+        compute = self._prefill * (prompts + d0)
+        deadline = self._next_deadline() if self.deadlines else 1 << 62
+        ends, t = [], now
+        for j in range(k):
+            memory = base + s_kv * r
+            t += round((overhead + max(memory, compute)) * 1_000_000_000)
+            ends.append(t)
+            if j == 0:
+                compute = self._prefill * n
+                for seq in admitted:
+                    if t - seq.req.outcome.sent_ns > seq.req.first_token_deadline:
+                        deadline = 0  # someone gives up at its first token: the batch changes after this step
+            if t > deadline:
+                break
+            r += n
+        self.run = _Run(now, ends, len(ends), n, admitted)
+        self.pending = Call(t, Rank.STEP_END, _fast_step_end, rep)
         return (self.pending,)
 
     def _next_finish(self) -> int:
@@ -244,7 +247,7 @@ def _fast_step_end(sim: Simulator, rep: Replica) -> Iterable[Event]:
     run = be.run
     assert run is not None
     now, k = sim.now, run.k
-    be.log.extend(run.ends[:k])
+    be.log.extend(run.ends[:k] if k < len(run.ends) else run.ends)
     be.r_total += run.n * k
     rep.busy_ns += now - run.t0
     last = len(be.log) - 1
@@ -273,5 +276,7 @@ def _fast_step_end(sim: Simulator, rep: Replica) -> Iterable[Event]:
         be._tokens(seq, last + 1)
         be._remove(seq)
         events.extend(sim.finish(seq.req, now))
+    if be.full and k == len(run.ends):
+        be.chunk = min(be.chunk * 2, _MAX_RUN)
     events.extend(be._start(rep, now))
     return events
