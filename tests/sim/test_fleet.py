@@ -160,3 +160,36 @@ def test_scale_to_zero_and_wake_on_request(tmp_path):
     assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"]
     assert result.summary["latency_ms"]["e2e"]["max"] >= 10_000  # the request that woke the pool waited the cold start
     assert result.fleet["average_instances"] < 0.8
+
+
+def test_prefix_reuse_skips_the_shared_system_prompt(tmp_path):
+    workload = {"system_prompt_tokens": 1500, "prompt_tokens": 32, "output_tokens": 8}
+    scen = scenario({"rate": 5, "duration": "20s"}, workload=workload)
+    pools = [{"replicas": 1, "profile": "llama2-7b-a10"}]
+    cold = run(tmp_path, scen, fleet(pools=pools), "cold").summary["latency_ms"]["ttft"]["p50"]
+    warm = run(tmp_path, scen, fleet(pools=pools, cache={"prefix": True}), "warm").summary["latency_ms"]["ttft"]["p50"]
+    assert warm < 0.5 * cold  # 1,500 prompt tokens at 216 µs each are no longer prefilled
+
+
+@pytest.mark.parametrize(
+    "metric,target", [("rps", 5), ("in_flight", 1), ("queue", 2), ("busy", 0.5), ("p99_latency", 0.3)]
+)
+def test_every_autoscaling_metric_scales_up_under_load(tmp_path, metric, target):
+    pools = [
+        {
+            "replicas": 1,
+            "service_time": 0.2,
+            "concurrency": 2,
+            "autoscale": {"metric": metric, "target": target, "max": 6},
+        }
+    ]
+    result = run(tmp_path, scenario({"rate": 20, "duration": "90s"}), fleet(pools=pools))
+    assert max(d["desired"] for d in result.fleet["pools"]["default"]["autoscaler"]) >= 3, metric
+
+
+def test_exported_names_are_pinned():
+    import surgelab.sim
+
+    assert sorted(surgelab.sim.__all__) == [
+        "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "load_fleet", "simulate",
+    ]  # fmt: skip
