@@ -33,5 +33,7 @@ def write_run(path: Path, **kwargs: Any) -> Path:
 
 def write_probe(path: Path, target: str, **values: float | None) -> Path:
     metrics = {m: {"value": v, "found": f"{m} found", "how": f"{m} by test"} for m, v in values.items()}
-    path.write_text(json.dumps({"kind": "surgelab-probe", "version": 1, "target": target, "metrics": metrics}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"kind": "surgelab-probe", "version": 1, "target": target, "metrics": metrics}), encoding="utf-8"
+    )
     return path

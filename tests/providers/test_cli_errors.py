@@ -13,17 +13,28 @@ from tests.providers.fixtures import write_run
 def files(tmp_path):
     (tmp_path / "r.yaml").write_text("core_performance:\n  - require: p90(e2e) <= 3s\n")
     (tmp_path / "bad.yaml").write_text("core_performance:\n  - require: p90(e2e) <= soon\n")
-    (tmp_path / "s.yaml").write_text("target: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 1s}\n")
+    (tmp_path / "s.yaml").write_text(
+        "target: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 1s}\n"
+    )
     write_run(tmp_path / "run")
     return tmp_path
 
 
 CASES = [
     (["probe", "--url", "localhost:8000", "--model", "m"], "--url: expected an http(s) URL"),
-    (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "context,telepathy"], "unknown probe(s) telepathy"),
-    (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "SURGELAB_NO_SUCH_VAR"], "is not set"),
+    (
+        ["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "context,telepathy"],
+        "unknown probe(s) telepathy",
+    ),
+    (
+        ["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "SURGELAB_NO_SUCH_VAR"],
+        "is not set",
+    ),
     (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--idle", "a while"], "--idle:"),
-    (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2s"], "http://127.0.0.1:9/v1: no answer"),
+    (
+        ["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2s"],
+        "http://127.0.0.1:9/v1: no answer",
+    ),
     (["score", "{d}/run", "--requirements", "{d}/missing.yaml"], "cannot read requirements"),
     (["score", "{d}/run", "--requirements", "{d}/bad.yaml"], "bad.yaml:2: core_performance.0"),
     (["score", "{d}/nowhere", "--requirements", "{d}/r.yaml"], "not a run directory"),

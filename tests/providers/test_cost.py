@@ -27,7 +27,10 @@ def test_break_even_within_and_beyond_the_fleet() -> None:
     # the fleet serves 2 × 5 req/s × 500 tok × 3600 = 18 Mtok/h, so the break-even is reachable.
     inside = break_even(0.5, 5.0, 2, 500, 5.0)
     assert inside.mtok_per_hour == pytest.approx(10.0) and inside.fleet_capacity_mtok_per_hour == pytest.approx(18.0)
-    assert inside.requests_per_day == pytest.approx(10e6 * 24 / 500) and "below 10 Mtok/h the API is cheaper" in inside.verdict
+    assert (
+        inside.requests_per_day == pytest.approx(10e6 * 24 / 500)
+        and "below 10 Mtok/h the API is cheaper" in inside.verdict
+    )
     beyond = break_even(0.2, 5.0, 2, 500, 5.0)  # 25 Mtok/h > 18
     assert "cheaper at every volume this fleet can serve" in beyond.verdict
     assert "always cheaper" in break_even(0.0, 5.0, 1, 500, None).verdict
@@ -50,7 +53,9 @@ def test_cost_cli_with_a_plan(tmp_path, cli) -> None:
         {"name": "gpu", "url": "http://127.0.0.1:9/v1", "model": "m", "price": {"per_hour": 2.0}}],
         "load": {"rate": 1, "duration": "1s"}}  # fmt: skip
     (tmp_path / "s.yaml").write_text(json.dumps(scenario))
-    (tmp_path / "plan.json").write_text(json.dumps({"capacity": 2.0, "fleet": {"total": 4, "gpus": 4, "cost_per_hour": None}}))
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"capacity": 2.0, "fleet": {"total": 4, "gpus": 4, "cost_per_hour": None}})
+    )
     out = tmp_path / "cost.json"
     result = cli("cost", f"api={tmp_path / 'api'}", f"gpu={tmp_path / 'gpu'}", "--scenario", str(tmp_path / "s.yaml"),
                  "--plan", str(tmp_path / "plan.json"), "--fleet", "gpu", "--out", str(out))  # fmt: skip

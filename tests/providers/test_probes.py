@@ -79,7 +79,9 @@ def _memory_server(memory_turns: int) -> web.Application:
         if "What was the code word" in users[-1]:
             answer = f"The code word is {word[1].lower()}!" if word and len(users) <= memory_turns else "I am not sure."
         usage = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
-        return web.json_response({"object": "chat.completion", "choices": [{"message": {"content": answer}}], "usage": usage})
+        return web.json_response(
+            {"object": "chat.completion", "choices": [{"message": {"content": answer}}], "usage": usage}
+        )
 
     return _fake(handler)
 
@@ -93,7 +95,9 @@ def test_a_server_that_remembers_twelve_turns_is_credited_with_ten() -> None:
 
 
 def test_a_server_that_remembers_everything_passes_every_checkpoint() -> None:
-    doc = asyncio.run(_probe(_memory_server(1000), ProbeSettings(only=("retention",), turns=30, checkpoints=(2, 20, 30))))
+    doc = asyncio.run(
+        _probe(_memory_server(1000), ProbeSettings(only=("retention",), turns=30, checkpoints=(2, 20, 30)))
+    )
     assert _by_name(doc)["retention"]["value"] == 30.0
 
 
@@ -108,7 +112,9 @@ def test_broken_streaming_and_error_bodies_fail_conformance_by_name() -> None:
         if not body.get("messages"):
             return web.Response(status=500, text="oops")  # not a 4xx, not a JSON error body
         if not body.get("stream"):
-            return web.json_response({"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]})  # no usage
+            return web.json_response(
+                {"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]}
+            )  # no usage
         chunk = {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "hi"}}]}
         text = f"data: {json.dumps(chunk)}\n\n"  # no finish_reason, no usage chunk, no [DONE]
         return web.Response(text=text, content_type="text/event-stream")

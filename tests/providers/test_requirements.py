@@ -45,7 +45,10 @@ def test_every_kind_of_requirement_parses_to_its_unit(tmp_path) -> None:
     [
         ("core_performance:\n  - require: p90(e2e) <= 3 apples\n", ["r.yaml:2: core_performance.0", "3 apples"]),
         ("core_performance:\n  - require: p80(e2e) <= 3s\n", ["r.yaml:2:", "summaries hold p50, p90"]),
-        ("business_fit:\n  - require: max_context >= 64k\n  - require: memory >= 20\n", ["r.yaml:3:", "unknown metric 'memory'"]),
+        (
+            "business_fit:\n  - require: max_context >= 64k\n  - require: memory >= 20\n",
+            ["r.yaml:3:", "unknown metric 'memory'"],
+        ),
         ("business_fit:\n  - require: openai_compat == maybe\n", ["r.yaml:2:", "expected pass or fail"]),
         ("core_performance:\n  - require: error_rate == 1%\n", ["== and != only apply"]),
         ("core_performance:\n  - {require: error_rate < 1%, weight: -1}\n", ["r.yaml:2:", "weight", "greater than 0"]),

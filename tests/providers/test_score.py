@@ -42,7 +42,9 @@ def _compare_dir(root, **targets):
 
 
 def test_matrix_ranking_and_explanations(tmp_path, profile) -> None:
-    study = _compare_dir(tmp_path / "study", fast=dict(p90_ms=1800, error_rate=0.001), slow=dict(p90_ms=4200, error_rate=0.02))
+    study = _compare_dir(
+        tmp_path / "study", fast=dict(p90_ms=1800, error_rate=0.001), slow=dict(p90_ms=4200, error_rate=0.02)
+    )
     write_probe(tmp_path / "fast.json", "fast", max_context=131072, multi_turn_retention=24, openai_compat=1.0)
     write_probe(tmp_path / "slow.json", "slow", max_context=32768, multi_turn_retention=0, openai_compat=1.0)
     evidence = collect([str(study), str(tmp_path / "fast.json"), str(tmp_path / "slow.json")])
@@ -51,7 +53,10 @@ def test_matrix_ranking_and_explanations(tmp_path, profile) -> None:
     matrix = {t: [v.passed for v in card.verdicts if v.target == t] for t in card.targets}
     # slow: 36/h ÷ (1000 tok/s × 3600) = 10/Mtok fails the cost line; fast: 0.8 × 0.5 + 0.2 × 1.5 = 0.7 passes
     assert matrix == {"fast": [True] * 6, "slow": [False, False, False, False, True, False]}
-    assert [(r.target, round(r.score, 3), r.qualified) for r in card.ranking] == [("fast", 1.0, True), ("slow", round(2 / 12, 3), False)]
+    assert [(r.target, round(r.score, 3), r.qualified) for r in card.ranking] == [
+        ("fast", 1.0, True),
+        ("slow", round(2 / 12, 3), False),
+    ]
     assert card.ranking[1].failed_musts == ["P90"]
     why = {v.requirement.name: v.explain() for v in card.failures()}
     assert "measured 4.2 s, needs <= 3 s" in why["P90"] and "latency_ms.e2e.p90" in why["P90"]
@@ -105,7 +110,13 @@ def test_score_a_real_run_and_probe_of_the_embedded_server(tmp_path, scenario_fo
 
     with serve_process(["--error-rate", "20%"], profile="tiny") as lossy, serve_process(profile="tiny") as clean:
         run(scenario_for(lossy, load={"rate": 40, "duration": "1s", "arrival": "constant"}), tmp_path / "lossy")
-        doc = run_async(run_probes(Endpoint(clean, "surgelab-tiny"), "lossy", ProbeSettings(only=("conformance", "context"), context_precision=0.0)))
+        doc = run_async(
+            run_probes(
+                Endpoint(clean, "surgelab-tiny"),
+                "lossy",
+                ProbeSettings(only=("conformance", "context"), context_precision=0.0),
+            )
+        )
     (tmp_path / "probe.json").write_text(json.dumps(doc))
     (tmp_path / "r.yaml").write_text(
         "core_performance:\n  - {require: error_rate < 0.5%, weight: 2}\n"

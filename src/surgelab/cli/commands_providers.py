@@ -54,12 +54,16 @@ def probe(
     api_key_env: str | None = typer.Option(None, help="NAME of the variable holding the API key."),
     name: str | None = typer.Option(None, help="Target name in the result (default host:port)."),
     out: Path | None = typer.Option(None, help="Write the result JSON here (input of surgelab score)."),
-    only: str | None = typer.Option(None, help="Comma-separated probes: cold_start, conformance, models, output_control, context, retention."),
+    only: str | None = typer.Option(
+        None, help="Comma-separated probes: cold_start, conformance, models, output_control, context, retention."
+    ),
     idle: str = typer.Option("0s", help="Cold start: wait this long before the first request."),
     timeout: str = typer.Option("60s", help="Bound on each request."),
     context_limit: int = typer.Option(262_144, min=1024, help="Context: never try a longer prompt (tokens)."),
     context_budget: str = typer.Option("180s", help="Context: time budget of the whole search."),
-    context_precision: float = typer.Option(0.001, min=0.0, max=0.5, help="Context: stop when the bracket is this narrow (0: to the token)."),
+    context_precision: float = typer.Option(
+        0.001, min=0.0, max=0.5, help="Context: stop when the bracket is this narrow (0: to the token)."
+    ),
     turns: int = typer.Option(24, min=2, max=200, help="Retention: the longest conversation tried."),
 ) -> None:
     """Probe what a load test cannot show: API conformance, context length, multi-turn memory, cold start."""
@@ -91,7 +95,9 @@ def probe(
     console = Console()
     console.print(f"probing {url} ({model}) …", highlight=False)
     try:
-        doc = run_async(run_probes(endpoint, name or parts.netloc, settings, on_result=lambda r: print_probe(r, console)))
+        doc = run_async(
+            run_probes(endpoint, name or parts.netloc, settings, on_result=lambda r: print_probe(r, console))
+        )
     except Unreachable as exc:
         raise fail(str(exc)) from None
     if out is not None:
@@ -101,7 +107,9 @@ def probe(
 
 @app.command("score")
 def score_command(
-    inputs: list[str] = typer.Argument(..., metavar="RUNS...", help="Run dirs, compare dirs, probe .json, history .sqlite; NAME=PATH names a target."),
+    inputs: list[str] = typer.Argument(
+        ..., metavar="RUNS...", help="Run dirs, compare dirs, probe .json, history .sqlite; NAME=PATH names a target."
+    ),
     requirements: Path = typer.Option(..., help="Requirement profile (YAML)."),
     history: Path | None = typer.Option(None, help="Monitoring history (surgelab monitor --db)."),
     scenario: Path | None = typer.Option(None, help="Scenario whose targets[].price gives cost_per_mtok."),
@@ -133,14 +141,18 @@ def score_command(
 
 @app.command("monitor")
 def monitor_command(
-    scenario_file: Path = typer.Argument(..., metavar="SCENARIO", help="A small probe scenario; with targets: each is probed."),
+    scenario_file: Path = typer.Argument(
+        ..., metavar="SCENARIO", help="A small probe scenario; with targets: each is probed."
+    ),
     every: str = typer.Option("1h", help="Time between rounds."),
     jitter: str = typer.Option("5m", help="Random extra delay of each round, in [0, jitter)."),
     once: bool = typer.Option(False, "--once", help="One round, then exit (for cron)."),
     rounds: int | None = typer.Option(None, min=1, help="Stop after this many rounds."),
     db: Path = typer.Option(Path("history.sqlite"), help="SQLite history to append to."),
     keep_runs: Path | None = typer.Option(None, help="Keep every round's run directory under here."),
-    metrics_port: int | None = typer.Option(None, min=1, max=65535, help="Serve the latest values for Prometheus on 127.0.0.1:PORT."),
+    metrics_port: int | None = typer.Option(
+        None, min=1, max=65535, help="Serve the latest values for Prometheus on 127.0.0.1:PORT."
+    ),
     metrics_file: Path | None = typer.Option(None, help="Write the latest values in node_exporter textfile format."),
 ) -> None:
     """Probe each target on a schedule and append the results to a history database."""
@@ -247,9 +259,15 @@ def cost_command(
         price = prices.get(fleet) if fleet else None
         if fleet is not None and (price is None or price.per_hour is None):
             raise fail(f"--fleet {fleet}: needs a target with price.per_hour in {scenario}")
-        per_hour = price.per_hour * fleet_plan["instances"] if price and price.per_hour is not None else fleet_plan["cost_per_hour"]
+        per_hour = (
+            price.per_hour * fleet_plan["instances"]
+            if price and price.per_hour is not None
+            else fleet_plan["cost_per_hour"]
+        )
         if per_hour is None:
-            raise fail("--plan: the plan has no cost (plan --gpu-hour-cost) and no --fleet target with price.per_hour was given")
+            raise fail(
+                "--plan: the plan has no cost (plan --gpu-hour-cost) and no --fleet target with price.per_hour was given"
+            )
         fleet_cost = next((c for c in costs if c.target == fleet), None)
         for c in costs:
             p = prices.get(c.target)

@@ -62,7 +62,9 @@ def cost_per_mtok(target: str, price: Price | None, summary: dict[str, Any]) -> 
             return TokenCost(target, None, rate, share, per_request, "per-hour price but no tokens measured")
         hourly = price.per_hour / (rate * 3600.0) * 1e6
         parts += hourly
-        how.append(f"instance: {price.per_hour:g}/h ÷ ({rate:.4g} tok/s × 3600) = {hourly:.4g}/Mtok at the measured load")
+        how.append(
+            f"instance: {price.per_hour:g}/h ÷ ({rate:.4g} tok/s × 3600) = {hourly:.4g}/Mtok at the measured load"
+        )
     return TokenCost(target, parts, rate, share, per_request, "; ".join(how) or "price has no fields")
 
 
@@ -102,7 +104,9 @@ def break_even(
     """Volume (million tokens per hour) at which the API's bill equals the fleet's."""
     lines = [f"fleet: {instances} instance(s), {fleet_per_hour:.4g}/h whatever it serves",
              f"API: {api_per_mtok:.4g} per million tokens"]  # fmt: skip
-    capacity = capacity_rps * instances * tokens_per_request * 3600 / 1e6 if capacity_rps and tokens_per_request else None
+    capacity = (
+        capacity_rps * instances * tokens_per_request * 3600 / 1e6 if capacity_rps and tokens_per_request else None
+    )
     if capacity is not None:
         lines.append(f"fleet capacity: {instances} × {capacity_rps:.4g} req/s × {tokens_per_request:.0f} tok/req × 3600 "
                      f"= {capacity:.4g} Mtok/h")  # fmt: skip
@@ -117,4 +121,6 @@ def break_even(
                    f"is beyond its {capacity:.4g} Mtok/h)")  # fmt: skip
     else:
         verdict = f"below {volume:.4g} Mtok/h the API is cheaper; above it the fleet"
-    return BreakEven(api_per_mtok, fleet_per_hour, instances, volume, capacity, tokens_per_request, per_day, verdict, lines)
+    return BreakEven(
+        api_per_mtok, fleet_per_hour, instances, volume, capacity, tokens_per_request, per_day, verdict, lines
+    )

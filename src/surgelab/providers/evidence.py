@@ -95,7 +95,9 @@ def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
     return found.setdefault(name, TargetEvidence(name))
 
 
-def collect(inputs: list[str], history: Path | None = None, history_options: dict[str, Any] | None = None) -> dict[str, TargetEvidence]:
+def collect(
+    inputs: list[str], history: Path | None = None, history_options: dict[str, Any] | None = None
+) -> dict[str, TargetEvidence]:
     """Evidence per target from ``[NAME=]PATH`` inputs (and a history database, read with ``history_options``)."""
     found: dict[str, TargetEvidence] = {}
     for spec in inputs:

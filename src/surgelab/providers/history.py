@@ -93,7 +93,9 @@ class History:
         with self.db:
             self.db.executemany(f"INSERT INTO samples ({names}) VALUES ({marks})", [astuple(s) for s in samples])
 
-    def samples(self, target: str | None = None, since: float | None = None, until: float | None = None) -> list[Sample]:
+    def samples(
+        self, target: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[Sample]:
         """Rows in time order, optionally of one target and within [since, until)."""
         query, args = f"SELECT {', '.join(f.name for f in fields(Sample))} FROM samples WHERE 1=1", []
         for clause, value in (("target = ?", target), ("ts >= ?", since), ("ts < ?", until)):

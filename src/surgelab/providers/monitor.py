@@ -44,7 +44,9 @@ def single_targets(scenario: Scenario) -> dict[str, Scenario]:
     out = {}
     for named in scenario.targets:
         target = Target(**named.model_dump(exclude={"name", "weight", "price"}))
-        out[named.name] = scenario.model_copy(update={"target": target, "targets": None, "name": f"{scenario.name}-{named.name}"})
+        out[named.name] = scenario.model_copy(
+            update={"target": target, "targets": None, "name": f"{scenario.name}-{named.name}"}
+        )
     return out
 
 
@@ -54,9 +56,15 @@ class Gauges:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         labels = ["target"]
-        self.p90 = Gauge("surgelab_monitor_e2e_p90_seconds", "E2E P90 of the latest round", labels, registry=self.registry)
-        self.ttft = Gauge("surgelab_monitor_ttft_p90_seconds", "TTFT P90 of the latest round", labels, registry=self.registry)
-        self.errors = Gauge("surgelab_monitor_error_rate", "Failed / finished in the latest round", labels, registry=self.registry)
+        self.p90 = Gauge(
+            "surgelab_monitor_e2e_p90_seconds", "E2E P90 of the latest round", labels, registry=self.registry
+        )
+        self.ttft = Gauge(
+            "surgelab_monitor_ttft_p90_seconds", "TTFT P90 of the latest round", labels, registry=self.registry
+        )
+        self.errors = Gauge(
+            "surgelab_monitor_error_rate", "Failed / finished in the latest round", labels, registry=self.registry
+        )
         self.speed = Gauge("surgelab_monitor_output_tokens_per_second", "Output tokens/s of the latest round", labels,
                            registry=self.registry)  # fmt: skip
         self.last = Gauge("surgelab_monitor_last_round_timestamp_seconds", "Unix time of the latest round", labels,
@@ -92,7 +100,9 @@ async def run_round(scenario: Scenario, db: History, *, keep_runs: Path | None =
             env = keys.get(name) or single.target.api_key_env
             note = ""
             try:
-                result = await run_scenario(single, run_dir, api_key=os.environ.get(env) if env else None, stop_event=stop)
+                result = await run_scenario(
+                    single, run_dir, api_key=os.environ.get(env) if env else None, stop_event=stop
+                )
                 summary = result.summary
                 if result.stop_reason != "completed":
                     note = result.stop_reason

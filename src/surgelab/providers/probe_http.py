@@ -77,7 +77,9 @@ class Reply:
 
     @property
     def finish_reason(self) -> str | None:
-        reasons = [c.get("finish_reason") for ch in self.chunks for c in ch.get("choices") or [] if c.get("finish_reason")]
+        reasons = [
+            c.get("finish_reason") for ch in self.chunks for c in ch.get("choices") or [] if c.get("finish_reason")
+        ]
         if reasons:
             return reasons[-1]
         if isinstance(self.body, dict) and self.body.get("choices"):

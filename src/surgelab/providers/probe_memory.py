@@ -34,7 +34,9 @@ _FILLERS = (
     "Name a fruit that is usually yellow.", "How many legs does a spider have?", "Name a planet other than Earth.",
     "What is the opposite of cold?", "Name one musical instrument with strings.",
 )  # fmt: skip
-_QUESTION = "What was the code word I asked you to remember at the start of this conversation? Reply with the code word only."
+_QUESTION = (
+    "What was the code word I asked you to remember at the start of this conversation? Reply with the code word only."
+)
 
 
 def _outcome(reply: Reply) -> str:
@@ -56,10 +58,14 @@ async def probe_context(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
     async def attempt(n: int) -> str:
         remaining = max(deadline - time.monotonic(), 1.0)
         text = tokenizer.synthesize(n, rng)
-        reply = await client.chat([{"role": "user", "content": text}], max_tokens=1, timeout=min(client.endpoint.timeout, remaining))
+        reply = await client.chat(
+            [{"role": "user", "content": text}], max_tokens=1, timeout=min(client.endpoint.timeout, remaining)
+        )
         outcome = _outcome(reply)
         server = (reply.usage or {}).get("prompt_tokens")
-        steps.append({"prompt_tokens": n, "server_prompt_tokens": server, "outcome": outcome, "reply": reply.describe()})
+        steps.append(
+            {"prompt_tokens": n, "server_prompt_tokens": server, "outcome": outcome, "reply": reply.describe()}
+        )
         return outcome
 
     n = _START
@@ -95,7 +101,9 @@ async def probe_context(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
         found = f"accepted {value} prompt tokens ({counted}); the search stopped there: {stop}"
     else:
         why = {s["prompt_tokens"]: s for s in steps}[hi]
-        found = f"longest accepted prompt {value} tokens ({counted}); {hi} was {why['outcome']} ({why['reply']}); {stop}"
+        found = (
+            f"longest accepted prompt {value} tokens ({counted}); {hi} was {why['outcome']} ({why['reply']}); {stop}"
+        )
     how = (f"max_tokens=1 prompts of random pseudo-words, doubling from {_START} then bisecting; "
            f"{len(steps)} requests, limit {s.context_limit}")  # fmt: skip
     return ProbeResult("context", "max_context", float(value) if value else None, found, how,
@@ -120,7 +128,9 @@ async def probe_retention(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
     rng = np.random.default_rng(int(time.time_ns() % 2**32))
     secret = _secret(rng)
     checkpoints = sorted({c for c in s.checkpoints if 2 <= c <= s.turns})
-    history: list[dict[str, Any]] = [{"role": "user", "content": f"Please remember this code word for later: {secret}. Reply OK."}]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": f"Please remember this code word for later: {secret}. Reply OK."}
+    ]
     results: list[dict[str, Any]] = []
     stop = ""
     first = await client.chat(history, max_tokens=16)

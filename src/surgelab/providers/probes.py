@@ -27,6 +27,7 @@ __all__ = ["ProbeResult", "ProbeSettings", "Unreachable", "run_probes", "PROBES"
 class Unreachable(ConnectionError):
     """The endpoint gave no HTTP answer at all: a wrong URL, not a finding about a provider."""
 
+
 _HELLO = [{"role": "user", "content": "Say hello in five words."}]
 
 
@@ -81,7 +82,12 @@ async def probe_conformance(client: ProbeClient, _s: ProbeSettings) -> ProbeResu
            f"{len(chunks)} events; first {str(chunks[:1])[:100]}")  # fmt: skip
     _check(checks, "stream: ends with data: [DONE]", bool(streamed.events) and streamed.events[-1] == "[DONE]",
            f"last event {streamed.events[-1][:40] if streamed.events else None!r}")  # fmt: skip
-    _check(checks, "stream: a finish_reason is sent", streamed.finish_reason is not None, f"finish_reason={streamed.finish_reason!r}")
+    _check(
+        checks,
+        "stream: a finish_reason is sent",
+        streamed.finish_reason is not None,
+        f"finish_reason={streamed.finish_reason!r}",
+    )
     with_usage = await client.chat(_HELLO, stream=True, max_tokens=16, stream_options={"include_usage": True})
     tail = [c for c in with_usage.chunks if isinstance(c.get("usage"), dict)]
     _check(checks, "stream_options.include_usage: a usage chunk before [DONE]",
@@ -93,7 +99,11 @@ async def probe_conformance(client: ProbeClient, _s: ProbeSettings) -> ProbeResu
            400 <= bad.status < 500 and isinstance(err, dict) and isinstance(err.get("message"), str) and "type" in err,
            f"{bad.describe()}; body {bad.raw[:120]!r}")  # fmt: skip
     failed = [c["check"] for c in checks if not c["passed"]]
-    found = f"all {len(checks)} checks passed" if not failed else f"{len(failed)} of {len(checks)} checks failed: {'; '.join(failed)}"
+    found = (
+        f"all {len(checks)} checks passed"
+        if not failed
+        else f"{len(failed)} of {len(checks)} checks failed: {'; '.join(failed)}"
+    )
     how = "a chat request non-streamed, streamed, streamed with stream_options, and one with an empty messages array"
     return ProbeResult("conformance", "openai_compat", 0.0 if failed else 1.0, found, how, {"checks": checks})
 
@@ -103,12 +113,19 @@ async def probe_models(client: ProbeClient, _s: ProbeSettings) -> ProbeResult:
     data = reply.body.get("data") if isinstance(reply.body, dict) else None
     ids = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     listed = client.endpoint.model in ids
-    declared = next((m.get("max_model_len") for m in data or [] if isinstance(m, dict) and m.get("id") == client.endpoint.model), None)
-    found = f"{len(ids)} model(s): {', '.join(ids[:8])}" + ("" if listed else f"; {client.endpoint.model!r} is not among them")
+    declared = next(
+        (m.get("max_model_len") for m in data or [] if isinstance(m, dict) and m.get("id") == client.endpoint.model),
+        None,
+    )
+    found = f"{len(ids)} model(s): {', '.join(ids[:8])}" + (
+        "" if listed else f"; {client.endpoint.model!r} is not among them"
+    )
     if not reply.ok:
         found = f"GET /models failed: {reply.describe()}"
     details = {"models": ids, "declared_max_model_len": declared}
-    return ProbeResult("models", "models_listed", 1.0 if listed else 0.0, found, "GET /models, looking for the model's id", details)
+    return ProbeResult(
+        "models", "models_listed", 1.0 if listed else 0.0, found, "GET /models, looking for the model's id", details
+    )
 
 
 def _completion_tokens(reply: Reply) -> tuple[int, str]:

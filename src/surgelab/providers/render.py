@@ -37,7 +37,9 @@ def print_scorecard(card: Scorecard, console: Console) -> None:
         ranking.add_column(col, justify="left" if col in ("target", "qualified") else "right")
     for place, rank in enumerate(card.ranking, 1):
         qualified = "yes" if rank.qualified else f"[red]no[/]: failed {', '.join(rank.failed_musts)}"
-        ranking.add_row(str(place), rank.target, f"{rank.score:.0%}", f"{rank.passed_weight:g} / {rank.total_weight:g}", qualified)
+        ranking.add_row(
+            str(place), rank.target, f"{rank.score:.0%}", f"{rank.passed_weight:g} / {rank.total_weight:g}", qualified
+        )
     console.print(ranking)
     failures = card.failures()
     if failures:
@@ -52,7 +54,9 @@ def print_probe(result: ProbeResult, console: Console) -> None:
     console.print(f"    how: {result.how}", highlight=False, soft_wrap=True, markup=False)
     for check in result.details.get("checks", []):
         if not check["passed"]:
-            console.print(f"    failed: {check['check']} — {check['detail']}", highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"    failed: {check['check']} — {check['detail']}", highlight=False, soft_wrap=True, markup=False
+            )
 
 
 def _ms(value: float | None) -> str:
@@ -75,7 +79,15 @@ def print_history(report: HistoryReport, console: Console) -> None:
         hours.add_row(f"[bold yellow]{label}[/]" if "*" in label else label, *cells)
     console.print(hours)
     table = Table(title="per target", title_justify="left")
-    for col in ("target", "rounds", "volatility (CV)", "mean tok/s", "error rate", "peak P90 (worst day)", "vs previous week"):
+    for col in (
+        "target",
+        "rounds",
+        "volatility (CV)",
+        "mean tok/s",
+        "error rate",
+        "peak P90 (worst day)",
+        "vs previous week",
+    ):
         table.add_column(col, justify="left" if col in ("target", "vs previous week") else "right")
     for t in report.targets:
         changes = ", ".join(
@@ -110,5 +122,8 @@ def print_break_even(name: str, fleet: str, result: BreakEven, console: Console)
     for line in result.arithmetic:
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     if result.requests_per_day is not None:
-        console.print(f"  = {result.requests_per_day:,.0f} requests/day at {result.tokens_per_request:.0f} tokens each", highlight=False)
+        console.print(
+            f"  = {result.requests_per_day:,.0f} requests/day at {result.tokens_per_request:.0f} tokens each",
+            highlight=False,
+        )
     console.print(f"  {result.verdict}", highlight=False, soft_wrap=True)

@@ -184,7 +184,9 @@ def load_requirements(path: str | Path) -> RequirementProfile:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise RequirementError([f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
+        raise RequirementError(
+            [f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {getattr(exc, 'problem', exc)}"]
+        ) from None
     if not isinstance(data, dict):
         raise RequirementError([f"{path}:1: expected a mapping with groups {', '.join(GROUPS)}"])
     try:

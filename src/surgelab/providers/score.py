@@ -71,11 +71,24 @@ class Scorecard:
         return {
             "profile": self.profile.name,
             "targets": self.targets,
-            "requirements": [{"group": r.group, "require": r.require, "weight": r.weight, "must": r.must}
-                             for r in self.profile.requirements()],  # fmt: skip
-            "matrix": {t: [{"require": v.requirement.require, "observed": v.observed, "passed": v.passed,
-                            "source": v.source, "how": v.how} for v in self.verdicts if v.target == t]
-                       for t in self.targets},  # fmt: skip
+            "requirements": [
+                {"group": r.group, "require": r.require, "weight": r.weight, "must": r.must}
+                for r in self.profile.requirements()
+            ],  # fmt: skip
+            "matrix": {
+                t: [
+                    {
+                        "require": v.requirement.require,
+                        "observed": v.observed,
+                        "passed": v.passed,
+                        "source": v.source,
+                        "how": v.how,
+                    }
+                    for v in self.verdicts
+                    if v.target == t
+                ]
+                for t in self.targets
+            },  # fmt: skip
             "ranking": [r.__dict__ for r in self.ranking],
         }
 
@@ -115,7 +128,9 @@ def _measurements(r: Requirement, ev: TargetEvidence, prices: dict[str, Price | 
     return ev.values.get(r.metric, [])
 
 
-def score(profile: RequirementProfile, evidence: dict[str, TargetEvidence], prices: dict[str, Price | None] | None = None) -> Scorecard:
+def score(
+    profile: RequirementProfile, evidence: dict[str, TargetEvidence], prices: dict[str, Price | None] | None = None
+) -> Scorecard:
     """Judge every target on every requirement and rank them."""
     prices = prices or {}
     requirements = profile.requirements()

@@ -103,7 +103,9 @@ def _cv(values: list[float]) -> float | None:
     return statistics.stdev(values) / statistics.fmean(values)
 
 
-def _change(metric: str, now: float | None, before: float | None, tolerance: float, higher_is_worse: bool = True) -> Change:
+def _change(
+    metric: str, now: float | None, before: float | None, tolerance: float, higher_is_worse: bool = True
+) -> Change:
     if now is None or before is None:
         return Change(metric, now, before, None, False)
     if metric == "error_rate":
@@ -115,7 +117,9 @@ def _change(metric: str, now: float | None, before: float | None, tolerance: flo
     return Change(metric, now, before, rel, rel > tolerance)
 
 
-def _trend(target: str, rows: list[Sample], previous: list[Sample], tz: tzinfo, peak: tuple[int, int], tolerance: float) -> TargetTrend:
+def _trend(
+    target: str, rows: list[Sample], previous: list[Sample], tz: tzinfo, peak: tuple[int, int], tolerance: float
+) -> TargetTrend:
     by_hour: dict[int, list[float | None]] = defaultdict(list)
     peak_days: dict[str, list[float]] = defaultdict(list)
     for s in rows:
@@ -153,14 +157,19 @@ def analyse(db: History, *, now: float | None = None, tz: str | None = None, pea
     for target in db.targets():
         rows = db.samples(target, since=since, until=end)
         if rows:
-            trends.append(_trend(target, rows, db.samples(target, since=before, until=since), zone_info, peak, tolerance))
+            trends.append(
+                _trend(target, rows, db.samples(target, since=before, until=since), zone_info, peak, tolerance)
+            )
     return HistoryReport(as_of, str(zone_info), peak, days, trends)
 
 
 def history_metrics(db: History, **options: Any) -> dict[str, dict[str, Measured]]:
     """The requirement metrics of each target (``volatility_7d``, ``peak_p90`` …) with their method."""
     report = analyse(db, **options)
-    src, span = str(db.path), f"{report.days:g} days to {datetime.fromtimestamp(report.as_of, timezone.utc):%Y-%m-%d %H:%M} UTC"
+    src, span = (
+        str(db.path),
+        f"{report.days:g} days to {datetime.fromtimestamp(report.as_of, timezone.utc):%Y-%m-%d %H:%M} UTC",
+    )
     out = {}
     for t in report.targets:
         peak = f"{report.peak[0]}–{report.peak[1]} h"
