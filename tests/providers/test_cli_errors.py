@@ -31,6 +31,9 @@ CASES = [
         "is not set",
     ),
     (["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--idle", "a while"], "--idle:"),
+    (["probe", "--model", "m"], "give --url and --model, or --scenario"),
+    (["probe", "--scenario", "{d}/s.yaml", "--target", "nope"], "--target nope: not a target"),
+    (["probe", "--scenario", "{d}/s.yaml", "--url", "http://127.0.0.1:9/v1"], "not both"),
     (
         ["probe", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2s"],
         "http://127.0.0.1:9/v1: no answer",

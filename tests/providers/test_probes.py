@@ -143,3 +143,26 @@ def test_context_search_is_bounded_by_steps_and_reports_a_timeout() -> None:
     steps = context["details"]["steps"]
     assert len(steps) <= 6 and any(s["outcome"] == "timed out" for s in steps)
     assert context["value"] is not None and "built-in tokenizer" in context["found"]
+
+
+def test_probe_cli_probes_every_target_of_a_scenario(tmp_path, cli) -> None:
+    with serve_process(profile="tiny") as url:
+        targets = [{"name": n, "url": url, "model": "surgelab-tiny"} for n in ("one", "two")]
+        scenario = {"targets": targets, "load": {"rate": 1, "duration": "1s"}}
+        (tmp_path / "s.yaml").write_text(json.dumps(scenario))
+        result = cli(
+            "probe",
+            "--scenario",
+            str(tmp_path / "s.yaml"),
+            "--only",
+            "conformance,models",
+            "--out",
+            str(tmp_path / "p"),
+        )
+    assert result.returncode == 0, result.stderr
+    docs = {p.name: json.loads(p.read_text()) for p in (tmp_path / "p").iterdir()}
+    assert sorted(docs) == ["probe-one.json", "probe-two.json"]
+    assert (
+        docs["probe-two.json"]["target"] == "two" and docs["probe-two.json"]["metrics"]["openai_compat"]["value"] == 1.0
+    )
+    assert "probing one:" in result.stdout and "all 9 checks passed" in result.stdout

@@ -47,13 +47,48 @@ def _write_json(path: Path, data: Any) -> None:
         raise fail(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _endpoints(
+    url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    name: str | None,
+    scenario_file: Path | None,
+    target: str | None,
+) -> list[tuple[str, str, str, str | None]]:
+    """(name, url, model, key variable) of each endpoint to probe, from flags or a scenario."""
+    from urllib.parse import urlsplit
+
+    if scenario_file is not None:
+        if url is not None:
+            raise fail("give --url/--model or --scenario, not both")
+        scenario = load_or_exit(scenario_file, {})
+        found = [(t.name, t.base_url, t.model, t.api_key_env) for t in scenario.targets or []] or [
+            (scenario.name, scenario.target.base_url, scenario.target.model, scenario.target.api_key_env)
+        ]
+        if target is not None:
+            found = [f for f in found if f[0] == target]
+            if not found:
+                raise fail(f"--target {target}: not a target of {scenario_file}")
+        return found
+    if url is None or model is None:
+        raise fail("give --url and --model, or --scenario (every target of a scenario)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise fail(f"--url: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+    return [(name or parts.netloc, url, model, api_key_env)]
+
+
 @app.command("probe")
 def probe(
-    url: str = typer.Option(..., help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1"),
-    model: str = typer.Option(..., help="Model name."),
+    url: str | None = typer.Option(None, help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1"),
+    model: str | None = typer.Option(None, help="Model name."),
     api_key_env: str | None = typer.Option(None, help="NAME of the variable holding the API key."),
     name: str | None = typer.Option(None, help="Target name in the result (default host:port)."),
-    out: Path | None = typer.Option(None, help="Write the result JSON here (input of surgelab score)."),
+    scenario: Path | None = typer.Option(None, help="Probe the targets of this scenario instead of --url/--model."),
+    target: str | None = typer.Option(None, help="With --scenario: only this target."),
+    out: Path | None = typer.Option(
+        None, help="Result JSON (input of surgelab score); with several targets a directory of probe-NAME.json."
+    ),
     only: str | None = typer.Option(
         None, help="Comma-separated probes: cold_start, conformance, models, output_control, context, retention."
     ),
@@ -67,42 +102,40 @@ def probe(
     turns: int = typer.Option(24, min=2, max=200, help="Retention: the longest conversation tried."),
 ) -> None:
     """Probe what a load test cannot show: API conformance, context length, multi-turn memory, cold start."""
-    from urllib.parse import urlsplit
-
     from surgelab.providers.probe_http import Endpoint
     from surgelab.providers.probes import PROBES, ProbeSettings, Unreachable, run_probes
     from surgelab.providers.render import print_probe
     from surgelab.runner.loop import run_async
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise fail(f"--url: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+    endpoints = _endpoints(url, model, api_key_env, name, scenario, target)
     chosen = tuple(p.strip() for p in only.split(",") if p.strip()) if only else ()
     unknown = [p for p in chosen if p not in PROBES]
     if unknown:
         raise fail(f"--only: unknown probe(s) {', '.join(unknown)} (known: {', '.join(PROBES)})")
-    key = None
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if key is None:
-            raise fail(f"--api-key-env: the variable {api_key_env} is not set")
+    keys = {}
+    for _, _, _, variable in endpoints:
+        if variable:
+            keys[variable] = os.environ.get(variable)
+            if keys[variable] is None:
+                raise fail(f"api key: the variable {variable} is not set")
     checkpoints = tuple(sorted({c for c in (2, 5, 10, 15, 20, turns) if c <= turns}))
     settings = ProbeSettings(
         idle=_seconds(idle, "--idle"), context_limit=context_limit, context_budget=_seconds(context_budget, "--context-budget"),
         context_precision=context_precision, turns=turns, checkpoints=checkpoints, only=chosen,
     )  # fmt: skip
-    endpoint = Endpoint(url, model, key, _seconds(timeout, "--timeout"))
+    seconds = _seconds(timeout, "--timeout")
     console = Console()
-    console.print(f"probing {url} ({model}) …", highlight=False)
-    try:
-        doc = run_async(
-            run_probes(endpoint, name or parts.netloc, settings, on_result=lambda r: print_probe(r, console))
-        )
-    except Unreachable as exc:
-        raise fail(str(exc)) from None
-    if out is not None:
-        _write_json(out, doc)
-        console.print(f"wrote {out}", highlight=False)
+    for target_name, base_url, model_name, variable in endpoints:
+        console.print(f"probing {target_name}: {base_url} ({model_name}) …", highlight=False)
+        endpoint = Endpoint(base_url, model_name, keys.get(variable) if variable else None, seconds)
+        try:
+            doc = run_async(run_probes(endpoint, target_name, settings, on_result=lambda r: print_probe(r, console)))
+        except Unreachable as exc:
+            raise fail(str(exc)) from None
+        if out is not None:
+            path = out / f"probe-{target_name}.json" if len(endpoints) > 1 else out
+            _write_json(path, doc)
+            console.print(f"wrote {path}", highlight=False)
 
 
 @app.command("score")
