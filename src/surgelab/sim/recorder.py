@@ -9,6 +9,7 @@ run's merged file.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +75,7 @@ class Recorder:
                 values: list = [0] * len(metas)  # one simulating process
             elif f.name == "state":
                 values = [o.state.value for o in outs]
-            elif f.name in _META_FIELDS:
-                values = [getattr(m, f.name) for m in metas]
             else:
-                values = [getattr(o, f.name) for o in outs]
+                values = list(map(attrgetter(f.name), metas if f.name in _META_FIELDS else outs))
             arrays.append(pa.array(values, type=f.type))
         return pa.Table.from_arrays(arrays, schema=RECORD_SCHEMA)

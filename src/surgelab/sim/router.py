@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fleet import Router
-from surgelab.sim.replica import READY, STOPPED, Replica
+from surgelab.sim.replica import DOWN, READY, STOPPED, Replica
 from surgelab.sim.request import SECOND
 
 if TYPE_CHECKING:
@@ -35,10 +35,15 @@ __all__ = ["RouterRuntime", "health_check"]
 
 
 def _least(replicas: Iterable[Replica]) -> Replica | None:
-    best = None
+    """The routable replica holding fewest requests (``Replica.routable``, inlined: this is hot)."""
+    best, fewest = None, 1 << 62
     for rep in replicas:
-        if rep.routable() and (best is None or len(rep.outstanding) < len(best.outstanding)):
-            best = rep
+        if rep.router_up and (
+            rep.state == DOWN or (rep.state == READY and (rep.limit is None or len(rep.outstanding) < rep.limit))
+        ):
+            held = len(rep.outstanding)
+            if held < fewest:
+                best, fewest = rep, held
     return best
 
 
