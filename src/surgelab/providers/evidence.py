@@ -88,7 +88,9 @@ def _add_probe(found: dict[str, TargetEvidence], path: Path, data: dict[str, Any
     target = _get(found, name or str(data.get("target") or path.stem))
     for metric, result in (data.get("metrics") or {}).items():
         if isinstance(result, dict):
-            target.add(metric, Measured(result.get("value"), str(path), str(result.get("how", ""))))
+            value = result.get("value")
+            how = result.get("how", "") if value is not None else f"the probe found: {result.get('found', '')}"
+            target.add(metric, Measured(value, str(path), str(how)))
 
 
 def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
