@@ -74,3 +74,17 @@ def test_every_problem_is_reported_at_once(tmp_path) -> None:
     with pytest.raises(RequirementError) as caught:
         load_requirements(path)
     assert [m.split(": ", 1)[0].rsplit(":", 1)[-1] for m in caught.value.messages] == ["2", "4"]
+
+
+def test_the_example_study_files_are_valid() -> None:
+    from pathlib import Path
+
+    from surgelab.scenario.loader import load_scenario
+
+    folder = Path(__file__).parents[2] / "examples" / "providers"
+    profile = load_requirements(folder / "requirements.yaml")
+    assert [r.group for r in profile.requirements()][:1] == ["core_performance"] and len(profile.requirements()) == 9
+    study = load_scenario(folder / "study.yaml")
+    assert [t.name for t in study.targets or []] == ["api", "selfhosted"] and study.routing.mode == "compare"
+    assert load_scenario(folder / "dual-active.yaml").routing.mode == "route"
+    assert load_scenario(folder / "monitor.yaml").load.concurrency is not None
