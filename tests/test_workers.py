@@ -75,7 +75,9 @@ def test_ctrl_c_with_workers_keeps_every_record(timed_server, tmp_path) -> None:
          "--duration", "30s", "--max-tokens", "50", "--grace", "0s", "--workers", "2", "--out", str(out), "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list((out / "records.parts").glob("*.parquet"))) < 4:
+        time.sleep(0.2)  # both workers have sent and flushed (slow to start on a busy machine)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -20,7 +20,7 @@ from typing import Any
 
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.run import RunResult, run_scenario
+from surgelab.runner.run import RunResult, run_scenario, with_salt
 from surgelab.runner.rundir import write_json
 from surgelab.scenario.model import Scenario, Target
 
@@ -87,6 +87,7 @@ async def run_compare(
 ) -> CompareRun:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    scenario = with_salt(scenario)  # one salt for all: every target gets the very same prompts
     names = [t.name for t in scenario.targets or []]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -137,7 +137,7 @@ class Execution:
 
     def drop(self, meta: RecordMeta, why: str) -> None:
         self.live.scheduled += 1
-        self.record(meta, Outcome(state=State.DROPPED, error=why))
+        self.record(meta, Outcome(state=State.DROPPED, error=why, attempts=0))
 
     async def execute(self, meta: RecordMeta, spec: RequestSpec, out: Outcome | None = None) -> Outcome:
         """Send one request and record it, whatever happens (cancellation included)."""

@@ -57,9 +57,10 @@ def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
 def _sampler(scenario: Scenario, phase: Phase, index: int) -> WorkloadSampler | TraceSampler:
     shape, workload = phase.load.shape, scenario.workload_of(phase)
     tokenizer = load_tokenizer(scenario.tokenizer)
+    salt = scenario.prompt_salt or 0
     if isinstance(shape, Replay) and shape.lengths:
-        return TraceSampler(shape.load(), workload, scenario.seed, index, shape.block_size, tokenizer)
-    return WorkloadSampler(workload, scenario.seed, stream=index, tokenizer=tokenizer)
+        return TraceSampler(shape.load(), workload, scenario.seed, index, shape.block_size, tokenizer, salt)
+    return WorkloadSampler(workload, scenario.seed, stream=index, tokenizer=tokenizer, salt=salt)
 
 
 def plan_phases(scenario: Scenario) -> list[PhasePlan]:

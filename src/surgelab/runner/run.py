@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -128,8 +129,19 @@ def _scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scr
     return Scraper(sources, config.interval, clock, store, local)
 
 
+def with_salt(scenario: Scenario) -> Scenario:
+    """The scenario with its prompt salt fixed (a fresh random one unless the scenario sets it)."""
+    if scenario.prompt_salt is not None:
+        return scenario
+    return scenario.model_copy(update={"prompt_salt": secrets.randbelow(1 << 31)})
+
+
 def prepare(scenario: Scenario, run_dir: Path) -> tuple[Path, list[PhasePlan], dict[str, Any]]:
-    """Create the run directory and write ``run.json`` with the plan; the same for every worker layout."""
+    """Create the run directory and write ``run.json`` with the plan; the same for every worker layout.
+
+    The scenario must already carry its prompt salt (``with_salt``), so that every process of
+    the run and the saved ``scenario.yaml`` agree on the prompts.
+    """
     run_dir = prepare_run_dir(run_dir, scenario)
     plans = plan_phases(scenario)
     info: dict[str, Any] = {
@@ -224,6 +236,7 @@ async def run_scenario(
     keep_text: bool = False,
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
+    scenario = with_salt(scenario)
     run_dir, plans, info = prepare(scenario, run_dir)
     ex, _ = await run_shard(
         scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,

@@ -23,12 +23,13 @@ from surgelab.conditions import Threshold
 from surgelab.files import scenario_path
 from surgelab.load.arrivals import Arrival
 from surgelab.load.shapes import Shape
-from surgelab.units import parse_duration
+from surgelab.units import parse_duration, parse_ratio
 from surgelab.workload.distributions import Distribution
 
 __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
+    "Retry", "Backoff",
 ]  # fmt: skip
 
 DEFAULT_DURATION_S = 60.0
@@ -46,6 +47,32 @@ class Timeouts(_Model):
     connect: PositiveSeconds = Field(10.0, description="TCP (and TLS) connection set-up.")
     first_token: PositiveSeconds = Field(60.0, description="From send to the first content token.")
     total: PositiveSeconds = Field(300.0, description="From send to the end of the response.")
+
+
+class Backoff(_Model):
+    """Wait before a retry: ``base × 2^(attempt−1)``, at most ``max``, and never less than a Retry-After."""
+
+    base: Seconds = Field(0.1, description="Wait before the first retry.")
+    max: Seconds = Field(5.0, description="Longest wait between attempts.")
+    honour_retry_after: bool = Field(True, description="Wait at least the server's Retry-After (seconds or an HTTP date).")
+
+
+RetryOn = Annotated[int, Field(ge=400, le=599)] | Literal["connection_error", "timeout"]
+
+
+class Retry(_Model):
+    """An optional retry policy, off unless given. Every request still ends in one state (its last
+    attempt's); the records count its attempts. Bodies sent as multipart (transcription) are not retried."""
+
+    on: list[RetryOn] = Field(
+        default_factory=lambda: [429, 503, "connection_error"],
+        description="What is retried: HTTP statuses, connection_error, timeout.",
+    )
+    max_attempts: int = Field(3, ge=1, le=10, description="Sends per request, the first one included.")
+    budget: Annotated[float, BeforeValidator(lambda v: parse_ratio(v) if isinstance(v, str) else v), Field(ge=0, le=1)] = Field(
+        0.1, description="Retries may add at most this share of the requests sent so far (at least one retry is always allowed), so retries cannot multiply an overload."
+    )
+    backoff: Backoff = Backoff()
 
 
 class Target(_Model):
@@ -70,6 +97,10 @@ class Target(_Model):
         "keepalive", description="keepalive reuses pooled connections; close opens a new connection per request."
     )
     timeouts: Timeouts = Timeouts()
+    retry: Retry | None = Field(None, description="Retry failed requests (off by default): on, max_attempts, budget, backoff.")
+    max_response_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded."
+    )
 
     @property
     def base_url(self) -> str:
@@ -467,6 +498,11 @@ class Scenario(_Model):
     name: str = Field("run", description="Names the run (and its default directory).")
     description: str = Field("", description="Free text for people reading the scenario.")
     seed: int = Field(0, ge=0, description="Fixes the arrival schedule and the workload: same seed, same requests.")
+    prompt_salt: int | None = Field(
+        None, ge=0,
+        description="Mixed into every unique prompt prefix. Unset: a fresh one per run (saved in the run's "
+        "scenario.yaml), so a rerun against a warm server cannot hit its prefix cache; set it to resend a run's exact prompts.",
+    )  # fmt: skip
     target: Target = Field(description="The endpoint under test (with targets: the first of them, unless given).")
     targets: list[NamedTarget] | None = Field(None, min_length=2, description="Several endpoints (see routing).")
     routing: Routing = Field(Routing(), description="With targets: compare them, or route traffic between them.")

@@ -58,9 +58,10 @@ class PromptFactory:
     """Specs for one request class."""
 
     def __init__(
-        self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: Tokenizer | None = None
+        self, request_class: RequestClass, seed: int | Sequence[int], tokenizer: Tokenizer | None = None, salt: int = 0
     ) -> None:
         self.cls = request_class
+        self.salt = salt  # mixed into unique prefixes: another run's prompts never share one
         key = [seed] if isinstance(seed, int) else list(seed)
         self.tokenizer = tokenizer or BuiltinTokenizer()
         self._pool = ""  # builtin tokenizer: prompts are slices of one pre-generated word pool
@@ -183,14 +184,18 @@ class PromptFactory:
             history=history,
         )
 
+    def _number(self, index: int) -> int:
+        """The number a prompt's unique prefix spells: its index, shifted by the run's salt."""
+        return (index + 1 + self.salt * 1_000_003) % (1 << 36)
+
     def text(self, index: int, n_tokens: int) -> str:
         """Prompt of exactly ``n_tokens`` tokens for request ``index``."""
         if not self._pool:  # a real model's tokenizer: synthesise and check
-            prefix = self.tokenizer.unique_prefix(index + 1, _PREFIX_WIDTH) if self.cls.unique_prefix else ()
+            prefix = self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH) if self.cls.unique_prefix else ()
             return self.tokenizer.synthesize(n_tokens, np.random.default_rng([*self._key, 4, index]), prefix)
         head: list[str] = []
         if self.cls.unique_prefix:
-            head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(index + 1, _PREFIX_WIDTH)][:n_tokens]
+            head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH)][:n_tokens]
         rest = n_tokens - len(head)
         body = ""
         if rest > 0:
@@ -208,11 +213,11 @@ class WorkloadSampler:
     """Specs for a weighted mix: the class of request ``i`` is drawn from the weights."""
 
     def __init__(
-        self, workload: Workload, seed: int, stream: int = 0, tokenizer: Tokenizer | None = None
+        self, workload: Workload, seed: int, stream: int = 0, tokenizer: Tokenizer | None = None, salt: int = 0
     ) -> None:
         tokenizer = tokenizer or BuiltinTokenizer()
         self.classes = workload.classes
-        self.factories = [PromptFactory(c, [seed, stream, k], tokenizer) for k, c in enumerate(self.classes)]
+        self.factories = [PromptFactory(c, [seed, stream, k], tokenizer, salt) for k, c in enumerate(self.classes)]
         weights = np.array([c.weight for c in self.classes], dtype=float)
         cumulative = self._cumulative = np.cumsum(weights / weights.sum())
         n = len(self.classes)

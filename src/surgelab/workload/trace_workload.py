@@ -22,10 +22,10 @@ __all__ = ["TraceSampler"]
 class TraceSampler:
     def __init__(
         self, plan: ReplayPlan, workload: Workload, seed: int, stream: int = 0, block_size: int = 512,
-        tokenizer: Tokenizer | None = None,
+        tokenizer: Tokenizer | None = None, salt: int = 0,
     ) -> None:  # fmt: skip
         self.trace, self.rows = plan.trace, plan.rows
-        self.base = WorkloadSampler(workload, seed, stream, tokenizer)
+        self.base = WorkloadSampler(workload, seed, stream, tokenizer, salt)
         self.tokenizer = self.base.tokenizer
         self.blocks = BlockPromptBuilder(seed, block_size) if self.trace.prefix_blocks is not None else None
 
