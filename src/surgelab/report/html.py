@@ -51,7 +51,8 @@ function slChart(parent, id, title, traces, layout) {
   traces = traces.filter(t => t && ((t.x && t.x.length) || (t.y && t.y.length)));
   const base = { title: { text: title, font: { size: 14 } }, margin: { l: 60, r: 20, t: 40, b: 80 },
                  legend: { orientation: "h", y: -0.3 }, height: 340, hovermode: "x unified" };
-  const full = Object.assign(base, layout || {});
+  const full = Object.assign(base, { showlegend: traces.length > 0 }, layout || {});
+  if (!traces.length) full.annotations = [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 16, color: "#6b7280" } }];
   if (isNew || !div.data) { Plotly.newPlot(div, traces, full, { displayModeBar: false, responsive: true }); }
   else { Plotly.react(div, traces, full); }
   window.SURGELAB_CHARTS[id] = { title: title, traces: traces.map(t => t.name || ""),
