@@ -95,6 +95,11 @@ class Dashboard:
         """A finished sweep level: ``{"offered", "throughput", "ttft_p99_ms", "e2e_p99_ms"}``."""
         self.points.append(point)
 
+    def on_level(self, row: Any) -> None:
+        """``run_sweep(on_level=...)``: a finished level (a ``LevelRow``) becomes a point of the live curve."""
+        self.add_point({"offered": row.offered, "throughput": row.requests_per_s,
+                        "ttft_p99_ms": row.latency("ttft", "p99"), "e2e_p99_ms": row.latency("e2e", "p99")})  # fmt: skip
+
     def set_gauges(self, gauges: dict[str, float]) -> None:
         """The target's latest gauges (``running``, ``waiting``, ``kv_usage`` as a fraction)."""
         self.gauges = {**self.gauges, **gauges}
