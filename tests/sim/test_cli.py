@@ -76,3 +76,20 @@ def test_cli_compares_fleets_on_the_same_schedule(tmp_path):
     assert rows[0]["measured"] == rows[1]["measured"]  # the identical schedule
     assert rows[0]["sla_violations"] > rows[1]["sla_violations"]  # the A10 is slower than the 200 ms objective allows
     assert (out / "one" / "summary.json").is_file() and (out / "two" / "fleet.parquet").is_file()
+
+
+def test_every_fleet_in_the_docs_is_valid():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from surgelab.sim import build_fleet
+
+    text = (Path(__file__).parents[2] / "docs" / "simulator.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "[...]" not in b]  # all but the outline
+    fleets = [yaml.safe_load(b) for b in blocks]
+    fleets = [f for f in fleets if isinstance(f, dict) and "pools" in f]
+    assert len(fleets) >= 4
+    for data in fleets:
+        build_fleet(data)

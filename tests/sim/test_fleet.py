@@ -193,3 +193,15 @@ def test_exported_names_are_pinned():
     assert sorted(surgelab.sim.__all__) == [
         "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "load_fleet", "simulate",
     ]  # fmt: skip
+
+
+def test_crashes_drawn_by_mtbf_recover(tmp_path):
+    pools = [{"replicas": 2, "service_time": 0.05, "concurrency": 4, "cold_start": "5s",
+              "failures": {"mtbf": "30s", "recovery": "10s"}}]  # fmt: skip
+    result = run(tmp_path, scenario({"rate": 20, "duration": "300s"}), fleet(pools=pools, seed=4))
+    crashes = result.fleet["failures"]
+    assert 8 <= len(crashes) <= 40  # about 2 replicas × 300 s ÷ (30 s up + 15 s down)
+    assert all(c["switch_over_s"] == 0.0 for c in crashes)  # no health checks: the router knows at once
+    back = [c for c in crashes if "back_at_s" in c]
+    assert back and all(c["back_at_s"] == pytest.approx(c["at_s"] + 15.0) for c in back)  # recovery + cold start
+    assert result.summary["requests"]["ok"] > 0.9 * result.summary["requests"]["scheduled"]
