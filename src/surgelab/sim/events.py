@@ -57,8 +57,7 @@ class Call(Event):
     __slots__ = ("fn", "args", "rank")
 
     def __init__(self, time: int, rank: Rank, fn: Callable[..., Iterable[Event] | None], *args: Any) -> None:
-        super().__init__(time)
-        self.rank, self.fn, self.args = rank, fn, args
+        self.time, self.cancelled, self.rank, self.fn, self.args = time, False, rank, fn, args
 
     def handle(self, sim: Simulator) -> Iterable[Event]:
         return self.fn(sim, *self.args) or ()

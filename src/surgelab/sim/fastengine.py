@@ -86,6 +86,7 @@ class FastEngineBackend:
             profile.max_batched_tokens,
             profile.kv_blocks,
         )
+        self._max_len = profile.max_model_len
         self._s_kv, self._base = profile.s_per_kv_token, profile.decode_base_s
         self._prefill, self._overhead = profile.prefill_s_per_token, profile.step_overhead_s
         self.fast = True
@@ -123,7 +124,15 @@ class FastEngineBackend:
             self.fast = True  # idle again: back to runs
         if not self.fast:
             return self.slow.submit(rep, req, now)
-        self.checker.check(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens))
+        total = req.spec.prompt_tokens + req.output_tokens
+        if (
+            total > self._max_len
+            or -(-total // self.block) > self._kv_blocks
+            or min(req.spec.prompt_tokens, req.output_tokens) < 1
+        ):
+            self.checker.check(
+                EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens)
+            )  # raises RequestRejected
         self.new.append(req)
         run = self.run
         if run is None:
