@@ -146,6 +146,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
             "measured": int((~c.warmup).sum()),
             "error_rate": overall["requests"]["error_rate"],
             "drop_rate": overall["requests"]["drop_rate"],
+            **_attempts(table),
         },
         "throughput": overall["throughput"],
         "latency_ms": overall["latency_ms"],
@@ -382,3 +383,13 @@ def _judge(threshold: Threshold, c: _Columns, ok: np.ndarray, summary: dict[str,
         }[threshold.metric]
     return {"expr": threshold.expr, "metric": threshold.key, "observed": observed, "passed": threshold.passes(observed),
             "abort_on_fail": threshold.abort_on_fail}  # fmt: skip
+
+
+def _attempts(table: pa.Table) -> dict[str, int]:
+    """429s counted on their own (the target's rate limit, not its failure), and retries (target.retry)."""
+    status = table["http_status"].to_numpy(zero_copy_only=False) if "http_status" in table.column_names else np.empty(0)
+    rate_limited = int(np.sum(np.nan_to_num(status.astype(float), nan=0) == 429))
+    if "attempts" not in table.column_names:
+        return {"rate_limited": rate_limited, "retried": 0, "attempts": len(table)}
+    attempts = np.nan_to_num(table["attempts"].to_numpy(zero_copy_only=False).astype(float), nan=1.0)
+    return {"rate_limited": rate_limited, "retried": int(np.sum(attempts > 1)), "attempts": int(attempts.sum())}

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from surgelab.client.kinds import Kind, KindContext, build_kinds
+from surgelab.client.retry import Retrier
 from surgelab.client.transport import Transport
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
@@ -38,6 +39,7 @@ class OpenAIClient:
         self.target = target
         self._clock = clock
         self.transport = Transport(target, clock, api_key, pool_size)
+        self.retrier = Retrier(target.retry)
         self.kinds: dict[str, Kind] = build_kinds(KindContext(target, clock, tokenizer))
 
     async def __aenter__(self) -> OpenAIClient:
@@ -63,7 +65,7 @@ class OpenAIClient:
         out.prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
         out.input_units = spec.input_units
         handler = self.kinds[kind]
-        await self.transport.exchange(handler.call(spec), out, handler.read)
+        await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read)
         if not spec.keep_text:
             out.text = None
 

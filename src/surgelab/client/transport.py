@@ -10,9 +10,11 @@ The first-token deadline covers the call until the reader reports its first cont
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import aiohttp
@@ -21,7 +23,7 @@ from surgelab._compat import timeout_at
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 
-__all__ = ["HttpCall", "Transport", "ProtocolError", "Reader"]
+__all__ = ["HttpCall", "Transport", "ProtocolError", "Reader", "read_body", "retry_after_seconds"]
 
 _SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
 _CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
@@ -93,6 +95,7 @@ class Transport:
                     out.first_byte_ns = clock()
                     out.http_status = resp.status
                     if resp.status >= 400:
+                        out.retry_after_s = retry_after_seconds(resp.headers.get("Retry-After"))
                         text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace"))
                         out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
                         return
@@ -120,3 +123,32 @@ class Transport:
         for secret in self._secrets:
             text = text.replace(secret, "<redacted>")
         return text
+
+
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, but never more than ``limit`` bytes in memory (``target.max_response_bytes``)."""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise ProtocolError(f"response body of {resp.content_length} bytes is over max_response_bytes ({limit})")
+    body = bytearray()
+    async for chunk in resp.content.iter_any():
+        body += chunk
+        if len(body) > limit:
+            raise ProtocolError(f"response body over max_response_bytes ({limit})")
+    return bytes(body)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header (delta-seconds or an HTTP date) in seconds from now; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(float(value.strip()), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)

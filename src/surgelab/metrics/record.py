@@ -55,6 +55,14 @@ class Outcome:
     output_units: float | None = None  # what it counts out: vectors, images, audio seconds, results, bytes
     step_ms: list[float] | None = None  # a flow's step durations, in order
     target: str = ""  # which named target answered (multi-target routing)
+    attempts: int = 1  # sends made for this request: 1, or more under target.retry
+    retry_after_s: float | None = None  # the last error response's Retry-After, in seconds
+
+    def reset_for_retry(self) -> None:
+        """Forget what the previous attempt observed (the first send time stays)."""
+        self.state, self.first_byte_ns, self.first_token_ns, self.end_ns = State.OK, None, None, None
+        self.output_tokens, self.usage_source, self.http_status, self.error = None, "none", None, None
+        self.token_ns, self.text, self.output_units, self.retry_after_s = array("q"), None, None, None
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
         self.state = state
@@ -90,6 +98,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("input_units", pa.float64()),  # inputs, images, audio seconds, documents, flow steps
         pa.field("output_units", pa.float64()),  # vectors, images, audio seconds, results, response bytes
         pa.field("step_ms", pa.list_(pa.float32())),  # a flow's step durations, in order
+        pa.field("attempts", pa.int16()),  # sends made (1 without retries); null in runs recorded before retries
     ],
     metadata={"surgelab.record_version": "1"},
 )

@@ -44,8 +44,10 @@ class ServerProcess:
         profile: str = "tiny",
         startup_timeout: float = 20.0,
         stop_timeout: float = 5.0,
+        port: int = 0,
     ) -> None:
         self.args = [*args]
+        self.requested_port = port  # 0: a free port at every start; else this one (a restart keeps it)
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -64,7 +66,7 @@ class ServerProcess:
 
     def start(self) -> str:
         """Start the child and wait until it is healthy; return the base URL."""
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         command = [
             sys.executable,
             "-m",

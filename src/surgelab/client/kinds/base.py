@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from surgelab.client.transport import HttpCall, ProtocolError
+from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 from surgelab.workload.request import RequestSpec
@@ -52,7 +52,7 @@ def json_body(ctx: KindContext, body: dict[str, Any], spec: RequestSpec) -> byte
 
 async def read_json(resp: aiohttp.ClientResponse, out: Outcome, ctx: KindContext, what: str) -> Any:
     """A whole JSON response; the end time is when its last byte arrived."""
-    raw = await resp.read()
+    raw = await read_body(resp, ctx.target.max_response_bytes)
     out.end_ns = ctx.clock()
     try:
         body = orjson.loads(raw)

@@ -10,7 +10,7 @@ import orjson
 
 from surgelab.client.kinds.base import KindContext, json_body
 from surgelab.client.sse import SSEError, SSEParser
-from surgelab.client.transport import HttpCall, ProtocolError
+from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
 from surgelab.workload.request import RequestSpec
 
@@ -58,8 +58,10 @@ class _Generation:
             await self._read_whole(resp, out)
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
-        clock, parser, pieces, tokens = self.ctx.clock, SSEParser(), [], out.token_ns
+        limit = self.ctx.target.max_response_bytes
+        clock, parser, pieces, tokens = self.ctx.clock, SSEParser(max_line=min(limit, 8 * 1024 * 1024)), [], out.token_ns
         done = finished = False
+        size = 0
         usage = None
         try:
             async for chunk in resp.content.iter_any():
@@ -76,6 +78,9 @@ class _Generation:
                             on_first()
                         tokens.append(now)
                         pieces.append(text)
+                        size += len(text)
+                        if size > limit:
+                            raise ProtocolError(f"streamed answer over max_response_bytes ({limit})")
                     finished = finished or reason is not None
                     usage = event_usage or usage
             for payload in parser.close():
@@ -88,7 +93,7 @@ class _Generation:
         account(self.ctx, out, usage, pieces)
 
     async def _read_whole(self, resp: aiohttp.ClientResponse, out: Outcome) -> None:
-        raw = await resp.read()
+        raw = await read_body(resp, self.ctx.target.max_response_bytes)
         out.end_ns = out.first_token_ns = self.ctx.clock()
         try:
             body = orjson.loads(raw)
