@@ -247,6 +247,7 @@ class FastEngineBackend:
             self._tokens(seq, step)
         for req in self.new:
             engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens))
+            heapq.heappush(self.slow.deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
         self.slow.engine, self.fast = engine, False
         self._clear()
 

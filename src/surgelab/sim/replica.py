@@ -5,7 +5,9 @@
 moment it arrives; an idle engine starts a step at once; ``step()`` is called at the *start*
 of a step (its batch is decided then) and its tokens are delivered at the end; steps shorter
 than ``coalesce`` are run back to back and their tokens delivered together at the end of
-the batch, as the server's coalescing does; then the next batch starts immediately.
+the batch, as the server's coalescing does; then the next batch starts immediately. A
+request still waiting for its first token when its client's ``first_token`` timeout passes
+is aborted at the next step boundary, as the server aborts a request whose client left.
 
 ``ServiceBackend`` is a plain queueing server for validation: each request holds one of
 ``concurrency`` servers for a time drawn from ``service_time`` (times its output tokens with
@@ -14,12 +16,14 @@ the batch, as the server's coalescing does; then the next batch starts immediate
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from surgelab.engine import Engine, EngineProfile, EngineRequest
+from surgelab.metrics.record import State
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimRequest
 
@@ -77,6 +81,7 @@ class EngineBackend:
         self.coalesce = coalesce_s
         self.engine = Engine(profile, prefix_caching=prefix_caching)
         self.pending: Event | None = None
+        self.deadlines: list[tuple[int, str]] = []  # first-token deadlines of requests not yet answered
 
     @property
     def waiting(self) -> int:
@@ -84,7 +89,21 @@ class EngineBackend:
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
         self.engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
+        heapq.heappush(self.deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
         return self._start(rep, now) if self.pending is None else ()
+
+    def give_up(self, sim: Simulator, rep: Replica) -> list[Event]:
+        """Drop requests whose client stopped waiting for a first token (the server aborts them)."""
+        events: list[Event] = []
+        heap = self.deadlines
+        while heap and heap[0][0] < sim.now:
+            deadline, rid = heapq.heappop(heap)
+            req = rep.outstanding.get(rid)
+            if req is not None and req.outcome.first_token_ns is None:
+                self.engine.abort(rid)
+                req.outcome.fail(State.TIMEOUT, "timed out waiting for the first token", deadline)
+                events.extend(sim.finish(req, deadline))
+        return events
 
     def abort(self, req: SimRequest) -> None:
         self.engine.abort(req.rid)
@@ -94,6 +113,7 @@ class EngineBackend:
             self.pending.cancelled = True
             self.pending = None
         self.engine = Engine(self.profile, prefix_caching=self.prefix_caching)
+        self.deadlines = []
 
     def _start(self, rep: Replica, now: int) -> Iterable[Event]:
         engine, results, total = self.engine, [], 0.0
@@ -128,6 +148,7 @@ def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: lis
             req = held.get(rid)
             if req is not None:
                 events.extend(sim.finish(req, now))
+    events.extend(backend.give_up(sim, rep))
     events.extend(backend._start(rep, now))
     return events
 

@@ -149,7 +149,13 @@ class Simulator:
             rep = self.router.pick()
             if rep is None:
                 break
-            events.extend(self._deliver(self.queue.pop(), rep))
+            req = self.queue.pop()
+            out = req.outcome
+            if self.now - out.sent_ns > req.first_token_deadline:  # its client has given up meanwhile
+                out.fail(State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + req.first_token_deadline)
+                events.extend(self.finish(req, out.end_ns))
+                continue
+            events.extend(self._deliver(req, rep))
         return events
 
     def finish(self, req: SimRequest, end: int) -> Iterable[Event]:
