@@ -33,6 +33,7 @@ from surgelab.cli import commands_serve  # noqa: E402,F401,I001
 from surgelab.cli import commands_sweep  # noqa: E402,F401,I001
 from surgelab.cli import commands_simulate  # noqa: E402,F401,I001
 from surgelab.cli import commands_telemetry  # noqa: E402,F401,I001
+from surgelab.cli import commands_twin  # noqa: E402,F401,I001
 
 
 def main() -> None:

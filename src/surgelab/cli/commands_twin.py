@@ -1,0 +1,87 @@
+"""``surgelab fit`` and ``surgelab validate-twin``: measure one replica, model it, check the model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from surgelab.cli import app
+from surgelab.cli.commands_run import fail, load_or_exit
+
+
+def _base(spec: str | None):
+    if spec is None:
+        return None
+    from surgelab.engine import ProfileError, load_profile
+
+    try:
+        return load_profile(spec)
+    except ProfileError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command("fit")
+def fit(
+    runs: Path = typer.Argument(..., metavar="RUN|SWEEP", help="A run directory, or a sweep (any folder of runs)."),
+    out: Path | None = typer.Option(None, help="Write the fitted profile here (YAML, for serve and simulate)."),
+    base: str | None = typer.Option(None, help="A profile (name or file) for what the records cannot show (KV size)."),
+    max_num_seqs: int | None = typer.Option(None, help="The server's running-batch limit, if you know it."),
+) -> None:
+    """Fit an engine profile's step-time coefficients to a real server's records, with uncertainties."""
+    from surgelab.twin.fit import fit_profile
+
+    try:
+        result = fit_profile(runs, _base(base), running_max=max_num_seqs)
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    console = Console()
+    table = Table(title=f"fitted from {runs} ({result.samples['decode_gaps']:,} decode gaps, "
+                        f"{result.samples['compute_bound_prefills']} idle prefills)", title_justify="left")  # fmt: skip
+    for col in ("coefficient", "value", "± (1 s.e.)", "relative"):
+        table.add_column(col, justify="right" if col != "coefficient" else "left")
+    for name, c in result.coefficients.items():
+        rel = f"{c.relative_error:.1%}" if c.relative_error is not None else "–"
+        table.add_row(name, f"{c.value:.4g}", f"{c.stderr:.2g}" if c.stderr is not None else "–", rel)
+    table.add_row("max_num_seqs", str(result.profile.max_num_seqs), "", "")
+    console.print(table)
+    console.print(f"fit residual (relative RMS against bin medians): decode {result.residual['decode']:.1%}, "
+                  f"prefill {result.residual['prefill']:.1%}")  # fmt: skip
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if out is not None:
+        out.write_text(yaml.safe_dump({k: v for k, v in result.profile.to_dict().items() if k != "name"}, sort_keys=False))
+        console.print(f"wrote {out} — use it with `surgelab serve --profile {out}` or a fleet's `profile:`")
+
+
+@app.command("validate-twin")
+def validate_twin_command(
+    scenario_file: Path = typer.Argument(..., metavar="SCENARIO", help="A held-out scenario against the real server."),
+    profile: str = typer.Option(..., help="The fitted profile (file or name)."),
+    out: Path = typer.Option(Path("runs/twin-check"), help="Where the measured and simulated runs go."),
+    p50_tolerance: float = typer.Option(0.15, help="Largest relative error allowed at P50 and on throughput."),
+    p99_tolerance: float = typer.Option(0.25, help="Largest relative error allowed at P99."),
+) -> None:
+    """Run a held-out scenario for real and in the simulator with the fitted profile; report the errors."""
+    from surgelab.twin.validate import validate_twin
+
+    scenario = load_or_exit(scenario_file, {})
+    key = os.environ.get(scenario.target.api_key_env) if scenario.target.api_key_env else None
+    check = validate_twin(scenario, _base(profile), out, api_key=key, p50_tolerance=p50_tolerance, p99_tolerance=p99_tolerance)
+    table = Table(title="digital twin: prediction against measurement", title_justify="left")
+    for col in ("metric", "measured", "predicted", "error"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for name, error in check.errors.items():
+        m, p = check.measured[name], check.predicted[name]
+        table.add_row(name, f"{m:,.2f}" if m is not None else "–", f"{p:,.2f}" if p is not None else "–",
+                      f"{error:+.1%}" if error is not None else "–")  # fmt: skip
+    console = Console()
+    console.print(table)
+    verdict = "[green]PASS[/]" if check.passed else "[red]FAIL[/]"
+    console.print(f"{verdict} (P50 and throughput within {p50_tolerance:.0%}, P99 within {p99_tolerance:.0%}); "
+                  f"runs in {out}")  # fmt: skip
+    raise typer.Exit(0 if check.passed else 1)
