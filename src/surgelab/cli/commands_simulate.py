@@ -16,7 +16,9 @@ from surgelab.cli.commands_run import fail, load_or_exit
 @app.command("simulate")
 def simulate_command(
     scenario_file: Path = typer.Argument(..., metavar="SCENARIO"),
-    fleet_files: list[Path] = typer.Option(..., "--fleet", help="Fleet file (YAML); repeat to compare schemes on the same schedule."),
+    fleet_files: list[Path] = typer.Option(
+        ..., "--fleet", help="Fleet file (YAML); repeat to compare schemes on the same schedule."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Run directory (one per fleet below it when comparing)."),
 ) -> None:
     """Simulate the scenario on a fleet of engine replicas in virtual time; same records and summary as a real run."""
@@ -42,7 +44,9 @@ def simulate_command(
             result = simulate(scenario, fleet, run_dir)
         except RunDirError as exc:
             raise fail(str(exc)) from None
-        console.print(f"simulated {fleet.name}: {result.fleet['events']:,} events in {result.fleet['wall_s']:.1f} s → {run_dir}")
+        console.print(
+            f"simulated {fleet.name}: {result.fleet['events']:,} events in {result.fleet['wall_s']:.1f} s → {run_dir}"
+        )
         results.append(result)
     rows = comparison_rows(results)
     if len(fleets) > 1:
