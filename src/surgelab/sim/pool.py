@@ -132,7 +132,7 @@ class PoolRuntime:
             return ([float(np.percentile(lat, 99))] if lat else []), False
         return values, True
 
-    def sync(self, sim: Simulator, period_s: float) -> None:
+    def sync(self, sim: Simulator, period_s: float) -> list[Event]:
         auto = self.cfg.autoscale
         assert auto is not None and self.hpa is not None
         current = self.current
@@ -145,20 +145,21 @@ class PoolRuntime:
         if auto.scale_to_zero and current and idle and not any(r.outstanding for r in self.replicas) and not sim.queue:
             desired = recommended = 0  # KEDA deactivation
         elif current == 0:
-            return
+            return []
         else:
             not_ready = sum(1 for r in self.replicas if r.state in (STARTING, DOWN))
             recommended = self.hpa.recommend(current, values, not_ready, per_pod)
             desired = self.hpa.decide(now_s, current, recommended, max(self.min_replicas(sim), 1))
         metric = sum(values) / len(values) if values else None
         self.decisions.append(Decision(now_s, metric, current, recommended, desired))
-        sim.push_all(self.scale_to(sim, desired))
+        return self.scale_to(sim, desired)
 
-    def wake(self, sim: Simulator) -> None:
+    def wake(self, sim: Simulator) -> list[Event]:
         """KEDA activation: a request for a pool scaled to zero starts one replica."""
         if self.current == 0 and self.cfg.autoscale and self.cfg.autoscale.scale_to_zero:
             self.decisions.append(Decision(sim.now / SECOND, None, 0, 1, 1))
-            sim.push_all(self.scale_to(sim, max(1, self.min_replicas(sim))))
+            return self.scale_to(sim, max(1, self.min_replicas(sim)))
+        return []
 
 
 def _ready(sim: Simulator, rep: Replica) -> Iterable[Event]:
@@ -184,16 +185,17 @@ def crash(sim: Simulator, rep: Replica) -> Iterable[Event]:
     rep.crash = {"replica": rep.name, "pool": pool.name, "at_s": sim.now / SECOND, "detected_at_s": None,
                  "switch_over_s": None, "lost_in_flight": len(rep.outstanding), "lost_routed": 0}  # fmt: skip
     sim.failures.append(rep.crash)
-    for req in list(rep.outstanding.values()):
-        sim.lose(req, "connection reset: replica crashed")
     if sim.fleet.router.health_check is None:
         rep.router_up = False
         rep.crash["detected_at_s"], rep.crash["switch_over_s"] = sim.now / SECOND, 0.0
+    events: list[Event] = []
+    for req in list(rep.outstanding.values()):
+        events.extend(sim.lose(req, "connection reset: replica crashed"))
     if draining:
         pool.stop(sim, rep)
-        return ()
+        return events
     restart = sim.now + round(pool.cfg.failures.recovery * SECOND)
-    return [Call(restart, Rank.LIFECYCLE, _restart, rep)]
+    return [*events, Call(restart, Rank.LIFECYCLE, _restart, rep)]
 
 
 def _restart(sim: Simulator, rep: Replica) -> Iterable[Event]:

@@ -115,10 +115,8 @@ class Simulator:
         rep = self.router.pick() if not len(self.queue) else None
         if rep is not None:
             return self._deliver(req, rep)
-        for pool in self.pools:
-            pool.wake(self)
+        events: list[Event] = [e for pool in self.pools for e in pool.wake(self)]
         shed = self.queue.push(req)
-        events: list[Event] = []
         if shed is not None:
             events.extend(self._shed(shed, f"admission queue full ({self.fleet.admission.max_depth})"))
         if shed is not req and self.queue.timeout_ns is not None:
@@ -182,10 +180,10 @@ class Simulator:
                 events.extend(self.dispatch())
         return events
 
-    def lose(self, req: SimRequest, why: str) -> None:
+    def lose(self, req: SimRequest, why: str) -> Iterable[Event]:
         req.outcome.fail(State.CONNECTION_ERROR, why, self.now)
         self.lost += 1
-        self.push_all(self.finish(req, self.now))
+        return self.finish(req, self.now)
 
     def _shed(self, req: SimRequest, why: str) -> Iterable[Event]:
         self.shed += 1
@@ -205,8 +203,10 @@ def _queue_timeout(sim: Simulator, req: SimRequest) -> Iterable[Event]:
 def _sync(sim: Simulator, pool: PoolRuntime) -> Iterable[Event]:
     auto = pool.cfg.autoscale
     assert auto is not None
-    pool.sync(sim, auto.sync_period)
-    return [Call(sim.now + round(auto.sync_period * SECOND), Rank.CONTROL, _sync, pool)] if sim.active() else ()
+    events = pool.sync(sim, auto.sync_period)
+    if sim.active():
+        events.append(Call(sim.now + round(auto.sync_period * SECOND), Rank.CONTROL, _sync, pool))
+    return events
 
 
 def _scheduled(sim: Simulator, pool: PoolRuntime, minimum: int) -> Iterable[Event]:
