@@ -22,11 +22,11 @@ class AdmissionQueue:
         self.cfg = cfg
         self._rank = {tier: i for i, tier in enumerate(cfg.priority)}
         self._lanes: list[deque[SimRequest]] = [deque() for _ in range(len(cfg.priority) + 1)]
-        self._size = 0
+        self.depth = 0
         self.timeout_ns = round(cfg.timeout * SECOND) if cfg.timeout is not None else None
 
     def __len__(self) -> int:
-        return self._size
+        return self.depth  # ``depth`` itself on hot paths: an attribute is cheaper than len()
 
     def priority_of(self, tier: str) -> int:
         return self._rank.get(tier, len(self.cfg.priority))
@@ -34,7 +34,7 @@ class AdmissionQueue:
     def push(self, req: SimRequest) -> SimRequest | None:
         """Queue ``req``; return the request shed to make room (``req`` itself when it must go)."""
         shed = None
-        if self.cfg.max_depth is not None and self._size >= self.cfg.max_depth:
+        if self.cfg.max_depth is not None and self.depth >= self.cfg.max_depth:
             rank = len(self._lanes)
             for rank in range(len(self._lanes) - 1, -1, -1):
                 lane = self._lanes[rank]
@@ -46,10 +46,10 @@ class AdmissionQueue:
                 return req
             shed = self._lanes[rank].pop()
             shed.queued = False
-            self._size -= 1
+            self.depth -= 1
         self._lanes[req.priority].append(req)
         req.queued = True
-        self._size += 1
+        self.depth += 1
         return shed
 
     def peek(self) -> SimRequest | None:
@@ -65,7 +65,7 @@ class AdmissionQueue:
         assert req is not None
         self._lanes[req.priority].popleft()
         req.queued = False
-        self._size -= 1
+        self.depth -= 1
         return req
 
     def remove(self, req: SimRequest) -> bool:
@@ -73,5 +73,5 @@ class AdmissionQueue:
         if not req.queued:
             return False
         req.queued = False
-        self._size -= 1
+        self.depth -= 1
         return True

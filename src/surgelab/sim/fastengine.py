@@ -188,7 +188,7 @@ class FastEngineBackend:
         ends, t = [], now
         for j in range(k):
             memory = base + s_kv * r
-            t += round((overhead + max(memory, compute)) * 1_000_000_000)
+            t += round((overhead + (memory if memory >= compute else compute)) * 1_000_000_000)  # max()
             ends.append(t)
             if j == 0:
                 compute = self._prefill * n

@@ -112,7 +112,7 @@ class Simulator:
         if self._block_size is not None:
             req.hashes = block_hashes(req.spec, self._block_size)
         req.priority = self.queue.priority_of(req.meta.tier)
-        rep = self.router.pick() if not len(self.queue) else None
+        rep = self.router.pick() if not self.queue.depth else None
         if rep is not None:
             return self._deliver(req, rep)
         events: list[Event] = [e for pool in self.pools for e in pool.wake(self)]
@@ -176,7 +176,7 @@ class Simulator:
                 pool.latencies.append((end - req.intended) / SECOND)
             if rep.state == DRAINING and not rep.outstanding:
                 pool.stop(self, rep)
-            if len(self.queue):
+            if self.queue.depth:
                 events.extend(self.dispatch())
         return events
 
