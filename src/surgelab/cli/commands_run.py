@@ -107,13 +107,19 @@ def run(
         None, help="Prometheus endpoint to scrape during the run, e.g. http://127.0.0.1:8000/metrics (repeatable)."
     ),
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
-    prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default)."),
+    prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default; any other needs --prometheus-token-env)."),
+    prometheus_token_env: str | None = typer.Option(
+        None, help="NAME of an environment variable holding a token scrapes must send (Authorization: Bearer TOKEN)."
+    ),
     workers: int = typer.Option(1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."),
     ray: str | None = typer.Option(None, help="Run the workers as Ray actors: a cluster address, 'auto', or 'local'."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
     dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
+    unlimited: bool = typer.Option(
+        False, "--i-know-what-i-am-doing", help="Lift the caps on rate, users and duration (guards; docs/reliability.md)."
+    ),
 ) -> None:
     """Run load against a target and record every request.
 
@@ -131,10 +137,12 @@ def run(
     if scrape:
         overrides["telemetry.sources"] = ("--scrape", [{"url": url} for url in scrape])
     overrides.update(_set_overrides(set_ or []))
+    if unlimited:
+        overrides["guards.unlimited"] = ("--i-know-what-i-am-doing", True)
     scenario = load_or_exit(scenario_file, overrides)
     observers = []
     if prometheus_port is not None:
-        observers.append(_exporter(scenario.name, prometheus_port, prometheus_host))
+        observers.append(_exporter(scenario.name, prometheus_port, prometheus_host, prometheus_token_env))
     board = _dashboard(scenario, dashboard_port, dashboard_token) if dashboard else None
     try:
         raise typer.Exit(
@@ -161,12 +169,19 @@ def _dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
     return board
 
 
-def _exporter(name: str, port: int, host: str) -> Any:
+def _exporter(name: str, port: int, host: str, token_env: str | None = None) -> Any:
+    from surgelab.exposure import exposure_error, token_from_env
     from surgelab.telemetry.exporter import Exporter
 
+    token = token_from_env(token_env)
+    if token_env and not token:
+        raise fail(f"--prometheus-token-env {token_env}: the variable is not set")
+    refusal = exposure_error(host, token, "the Prometheus exporter", "--prometheus-token-env NAME")
+    if refusal:
+        raise fail(refusal)
     exporter = Exporter(name)
     try:
-        exporter.serve(port, host)
+        exporter.serve(port, host, token)
     except OSError as exc:
         raise fail(f"--prometheus-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     Console(stderr=True).print(f"surgelab metrics on http://{host}:{port}/metrics", highlight=False)
@@ -229,7 +244,7 @@ def execute(
     if not quiet:
         print_summary(result.summary, console)
     console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)
-    if not result.thresholds_passed:
+    if not result.thresholds_passed or result.stop_reason.startswith("aborted: guard"):
         return EXIT_THRESHOLDS
     if result.stop_reason.startswith("interrupted"):
         return EXIT_INTERRUPTED

@@ -16,7 +16,10 @@ _ENGINE = "Engine"
 
 @app.command("serve")
 def serve_command(
-    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; any other needs --token-env)."),
+    token_env: str | None = typer.Option(
+        None, help="NAME of an environment variable holding an access token: callers send Authorization: Bearer TOKEN."
+    ),
     port: int = typer.Option(8000, help="Port to bind; 0 picks a free one."),
     profile: str = typer.Option("llama3-8b-h100", help="Profile name or a .yaml/.json file."),
     model: str | None = typer.Option(None, help="Model name to serve (default: the profile's)."),
@@ -88,6 +91,16 @@ def serve_command(
         "kv_capacity_tokens": kv_capacity,
         "max_batched_tokens": max_batched_tokens,
     }
+    from surgelab.exposure import exposure_error, token_from_env
+
+    token = token_from_env(token_env)
+    if token_env and not token:
+        typer.echo(f"surgelab serve: error: --token-env {token_env}: the variable is not set", err=True)
+        raise typer.Exit(2)
+    refusal = exposure_error(host, token, "surgelab serve", "--token-env NAME")
+    if refusal:
+        typer.echo(f"surgelab serve: error: {refusal}", err=True)
+        raise typer.Exit(2)
     try:
         engine_profile = load_profile(profile)
         engine_profile = dataclasses.replace(engine_profile, **{k: v for k, v in overrides.items() if v is not None})
@@ -105,6 +118,7 @@ def serve_command(
             prefix_caching=prefix_caching,
             typical_output_tokens=typical_output_tokens,
             faults=FaultConfig.from_mapping(knobs),
+            token=token,
         )
     except (ProfileError, ConfigError) as exc:
         typer.echo(f"surgelab serve: error: {exc}", err=True)

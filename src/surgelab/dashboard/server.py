@@ -165,7 +165,11 @@ class Dashboard:
     def start(self, timeout: float = 10.0) -> str:
         """Start the server thread; return the URL to open (OSError when it cannot listen)."""
         from surgelab.dashboard.page import render_page
+        from surgelab.exposure import exposure_error
 
+        refusal = exposure_error(self.settings.host, self.settings.token, "the dashboard", "a token")
+        if refusal:
+            raise PermissionError(refusal)
         self._page = render_page(self.settings.title).encode()  # built before the run, not during it
         ready, failure = threading.Event(), []
         self._loop = asyncio.new_event_loop()

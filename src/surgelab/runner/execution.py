@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
+from surgelab.runner.guards import AbortGuard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.routing import Router
 from surgelab.scenario.model import Scenario
@@ -84,7 +85,8 @@ class Execution:
         self.store = RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
         self.live = live
         self.on_tick = on_tick
-        self.observers = tuple(observers)
+        self.guard = AbortGuard(scenario.guards.abort, scenario.slo, self._guard_stop, self.clock)
+        self.observers = (*observers, self.guard)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
         self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
@@ -103,6 +105,10 @@ class Execution:
     def clock(self) -> int:
         """Nanoseconds since the run started, on the monotonic performance counter."""
         return time.perf_counter_ns() - self.t0
+
+    def _guard_stop(self, reason: str) -> None:
+        if not self.stop.requested:  # never turn a stop under way into a hurried one
+            self.request_stop(reason)
 
     def request_stop(self, reason: str) -> None:
         if self.stop.requested:

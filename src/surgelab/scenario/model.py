@@ -29,7 +29,7 @@ from surgelab.workload.distributions import Distribution
 __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
-    "Retry", "Backoff",
+    "Retry", "Backoff", "Guards", "Abort",
 ]  # fmt: skip
 
 DEFAULT_DURATION_S = 60.0
@@ -476,6 +476,37 @@ class Telemetry(_Model):
     nvml: bool = Field(False, description="Also sample this machine's NVIDIA GPUs through NVML (extra surgelab[gpu]).")
 
 
+Ratio = Annotated[float, BeforeValidator(lambda v: parse_ratio(v) if isinstance(v, str) else v), Field(ge=0, le=1)]
+
+
+class Abort(_Model):
+    """Conditions that stop a run before it becomes the outage; each is checked on the requests that
+    ended in the last ``window`` (set one to null to switch it off). The stop reason names it and
+    ``surgelab run`` exits with 1."""
+
+    error_rate: Ratio | None = Field(0.9, description="Stop when this share of the requests that ended in the window failed.")
+    consecutive_failures: int | None = Field(1000, ge=1, description="Stop after this many failures in a row.")
+    p99_over_slo: float | None = Field(
+        None, gt=1, allow_inf_nan=False,
+        description="Stop when the window's P99 TTFT or E2E passes this multiple of its SLO (needs slo.ttft or slo.e2e).",
+    )
+    window: PositiveSeconds = Field(10.0, description="How far back error_rate and p99_over_slo look.")
+    min_requests: int = Field(200, ge=1, description="error_rate and p99_over_slo need this many requests in the window.")
+
+
+class Guards(_Model):
+    """Hard caps that keep a typo from flooding a production service, and abort conditions.
+
+    A scenario above a cap is refused at validation; raise the cap here explicitly, or lift
+    every cap with ``unlimited: true`` (``surgelab run --i-know-what-i-am-doing``)."""
+
+    max_rate: float = Field(2000.0, gt=0, allow_inf_nan=False, description="Highest open-loop rate, requests/s (phases that may overlap are added up).")
+    max_concurrency: int = Field(5000, ge=1, description="Most closed-loop virtual users (phases added up).")
+    max_duration: PositiveSeconds = Field(86400.0, description="Longest planned run.")
+    unlimited: bool = Field(False, description="Lift the three caps (abort conditions still apply).")
+    abort: Abort = Abort()
+
+
 class Tier(_Model):
     """A customer tier with its own objectives (e.g. paid and free)."""
 
@@ -523,6 +554,7 @@ class Scenario(_Model):
     thresholds: list[Threshold] = Field(default_factory=list, description="Pass/fail criteria (see below).")
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
     output: Output = Field(Output(), description="Where and how often results are written.")
+    guards: Guards = Field(Guards(), description="Caps on rate, users and duration, and conditions that abort the run.")
 
     @field_validator("tokenizer")
     @classmethod
@@ -556,7 +588,28 @@ class Scenario(_Model):
             for c in (phase.workload or self.workload).classes:
                 if c.tier != "default" and c.tier not in self.tiers:
                     raise ValueError(f"request class {c.name!r} names tier {c.tier!r}, which is not in tiers")
+        self._within_guards()
         return self
+
+    def _within_guards(self) -> None:
+        guards = self.guards
+        if guards.unlimited:
+            return
+        phases = self.phase_list
+        where = "load" if self.load is not None else "phases"
+        rate = sum(p.load.shape.peak for p in phases if p.load.mode == "open")
+        users = sum(p.load.shape.peak for p in phases if p.load.mode == "closed")
+        problems = []
+        if rate > guards.max_rate:
+            problems.append(f"{where}: a peak of {rate:g} req/s is above guards.max_rate ({guards.max_rate:g})")
+        if users > guards.max_concurrency:
+            problems.append(f"{where}: {users:g} users is above guards.max_concurrency ({guards.max_concurrency})")
+        if self.planned_duration > guards.max_duration:
+            problems.append(f"{where}: {self.planned_duration:g}s is longer than guards.max_duration ({guards.max_duration:g}s)")
+        if problems:
+            raise ValueError(
+                "; ".join(problems) + " — raise the guard in the scenario's guards section, or pass --i-know-what-i-am-doing"
+            )
 
     @property
     def phase_list(self) -> list[Phase]:

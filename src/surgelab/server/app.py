@@ -15,6 +15,7 @@ import orjson
 from aiohttp import web
 
 from surgelab.engine import Engine, EngineRequest, RequestRejected, prefix_block_hashes
+from surgelab.exposure import token_matches
 from surgelab.server.config import ServerConfig
 from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.faults import FaultInjector
@@ -48,6 +49,18 @@ def build_app(config: ServerConfig) -> web.Application:
     return InferenceServer(config).app
 
 
+def _token_required(token: str) -> Any:
+    """A server bound beyond loopback answers only callers that bring its token."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != "/health" and not token_matches(request.headers.get("Authorization"), token):
+            return web.json_response({"error": {"message": "missing or wrong token", "type": "unauthorized"}}, status=401)
+        return await handler(request)
+
+    return check
+
+
 @web.middleware
 async def _api_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -69,7 +82,8 @@ class InferenceServer:
         self.inflight = 0
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(4)  # response ids unique across restarts
-        app = web.Application(middlewares=[_api_errors], client_max_size=64 * 1024 * 1024)
+        middlewares = [_token_required(config.token)] if config.token else []
+        app = web.Application(middlewares=[*middlewares, _api_errors], client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/embeddings", self.embeddings)

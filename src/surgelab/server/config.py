@@ -119,6 +119,8 @@ class ServerConfig:
     """Median of the output lengths the server picks when the caller does not force one."""
     embedding_dim: int = 384
     faults: FaultConfig = field(default_factory=FaultConfig)
+    token: str | None = None
+    """When set, every request but GET /health needs ``Authorization: Bearer TOKEN``."""
 
     @property
     def served_model(self) -> str:

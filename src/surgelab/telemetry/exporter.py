@@ -45,9 +45,36 @@ class Exporter:
         self._run = run
         self._children = {m: m.labels(**run) for m in (self.output_tokens, self.ttft, self.e2e, self.itl, self.lag)}
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Start the /metrics HTTP server (a daemon thread that ends with the process)."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1", token: str | None = None) -> None:
+        """Start the /metrics HTTP server (a daemon thread that ends with the process).
+
+        With ``token``, a scrape must send ``Authorization: Bearer TOKEN`` (Prometheus:
+        ``authorization: {credentials: TOKEN}``); anything else gets 401."""
+        if token is None:
+            start_http_server(port, addr=host, registry=self.registry)
+            return
+        import threading
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        from prometheus_client import make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        from surgelab.exposure import token_matches
+
+        metrics = make_wsgi_app(self.registry)
+
+        def guarded(environ, start_response):  # type: ignore[no-untyped-def]
+            if not token_matches(environ.get("HTTP_AUTHORIZATION"), token):
+                start_response("401 Unauthorized", [("Content-Type", "text/plain")])
+                return [b"unauthorized: send Authorization: Bearer TOKEN\n"]
+            return metrics(environ, start_response)
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = make_server(host, port, guarded, ThreadingWSGIServer, handler_class=Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True, name="surgelab-exporter").start()
 
     def observe(self, meta: RecordMeta, out: Outcome) -> None:
         self.requests.labels(state=out.state.value, phase=meta.phase, request_class=meta.request_class, **self._run).inc()
