@@ -13,6 +13,7 @@ saturated the server, which a sweep's top levels do.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,20 @@ def _with_error(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple
     return Coefficient(a, float(sa)), Coefficient(b, float(sb)), rms
 
 
+def _scraped_running_max(paths: list[Path]) -> int | None:
+    """The server's running gauge at its highest, from the runs' telemetry, if any was scraped."""
+    best = None
+    for path in paths:
+        try:
+            summary = json.loads((path / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        running = (summary.get("telemetry") or {}).get("roles", {}).get("running")
+        if running and running.get("max"):
+            best = max(best or 0, int(round(running["max"])))
+    return best
+
+
 def fit_profile(path: Path, base: EngineProfile | None = None, seed: int = 0, running_max: int | None = None) -> FitResult:
     """Fit from a run or a sweep directory; ``base`` supplies what the records cannot show."""
     obs: Observations = observe_runs(run_dirs(path), seed)
@@ -123,9 +138,12 @@ def fit_profile(path: Path, base: EngineProfile | None = None, seed: int = 0, ru
         overhead, prefill, prefill_rms = Coefficient(reference.step_overhead_s, None), Coefficient(reference.prefill_s_per_token, None), 0.0
     overhead_s = max(overhead.value, 0.0)
     decode_base = Coefficient(max(step_base.value - overhead_s, 0.0), step_base.stderr)
-    slots = running_max or obs.max_running
-    if running_max is None:
+    scraped = _scraped_running_max(run_dirs(path))
+    slots = running_max or scraped or obs.max_running
+    if running_max is None and scraped is None:
         notes.append(f"max_num_seqs = {slots}, the most requests seen decoding at once: a lower bound unless the load saturated the server")
+    elif running_max is None:
+        notes.append(f"max_num_seqs = {slots}, the server's own running gauge at its highest (telemetry)")
     template = base or EngineProfile("fitted", 0.0, 0.0, 0.0, 0.0, 1 << 22, slots, 8192)
     if base is None:
         notes.append("kv_capacity_tokens and max_batched_tokens are not visible from the client: generous defaults used")
