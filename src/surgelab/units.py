@@ -21,6 +21,8 @@ def parse_duration(value: str | float | int) -> float:
         raise ValueError(f"expected a duration such as 30s, 250ms or 2m, got {value!r}")
     if isinstance(value, (int, float)):
         seconds = float(value)
+    elif not isinstance(value, str):
+        raise ValueError(f"expected a duration such as 30s, 250ms or 2m, got {value!r}")
     else:
         text = value.strip().replace(" ", "")
         try:
@@ -45,6 +47,8 @@ def parse_ratio(value: str | float | int) -> float:
         raise ValueError(f"expected a ratio such as 0.5% or 0.005, got {value!r}")
     if isinstance(value, (int, float)):
         return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a ratio such as 0.5% or 0.005, got {value!r}")
     text = value.strip()
     try:
         if text.endswith("%"):
