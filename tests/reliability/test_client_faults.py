@@ -225,3 +225,29 @@ def test_injected_errors_through_the_proxy_reconcile(scenario_for, reconciled, t
     assert by_state["ok"] + by_state["http_error"] == table.num_rows
     if policy:
         assert result.summary["requests"]["retried"] >= 1
+
+
+def test_a_key_echoed_through_the_proxy_and_retried_never_reaches_disk(cli, tmp_path, timed_server) -> None:
+    """The secret test under faults: the key is sent through the proxy, echoed back in 401s that
+    are retried, and still appears in no file of the run directory and no output."""
+    import secrets
+
+    key = "sk-test-" + secrets.token_hex(16)
+    root = f"http://127.0.0.1:{timed_server.port}"
+    out = tmp_path / "run"
+    with proxy_process(root, ["--latency", "5ms..20ms"]) as proxy:
+        result = cli("run", "--url", proxy.root_url + "/v1", "--model", "echo-auth", "--api-key-env", "SURGELAB_TEST_KEY",
+                     "--rate", "5", "--duration", "1s", "--arrival", "constant", "--out", str(out),
+                     "--set", "target.retry={on: [401], max_attempts: 2, budget: 100%, backoff: {base: 10ms}}",
+                     env={"SURGELAB_TEST_KEY": key}, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert timed_server.stats()["authorization"] == f"Bearer {key}", "the key did reach the server"
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "report.html" for p in files) and any(p.name == "records.parquet" for p in files)
+    for path in files:
+        assert key.encode() not in path.read_bytes(), path
+    assert key not in result.stdout and key not in result.stderr
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "records.parquet")
+    assert set(table["attempts"].to_pylist()) == {2} and all("<redacted>" in e for e in table["error"].to_pylist())

@@ -74,6 +74,14 @@ class Retry(_Model):
     )
     backoff: Backoff = Backoff()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        """YAML 1.1 reads an unquoted ``on:`` key as the boolean true."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
 
 class Target(_Model):
     """The endpoint under test. The API key is read from the environment, never stored."""
