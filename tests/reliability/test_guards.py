@@ -154,3 +154,14 @@ def test_a_token_protects_serve_and_the_exporter(monkeypatch, scenario_for, tmp_
     Exporter("guarded").serve(port, "127.0.0.1", token="scrape-token-0123456789")
     assert _get(f"http://127.0.0.1:{port}/metrics") == 401
     assert _get(f"http://127.0.0.1:{port}/metrics", "scrape-token-0123456789") == 200
+
+
+def test_a_sweep_level_above_the_guard_stops_the_sweep_with_a_clear_error() -> None:
+    from surgelab.sweep import SweepConfig, SweepError
+    from surgelab.sweep.runner import level_scenario
+
+    base = build_scenario({"target": TARGET, "load": {"rate": 1, "duration": "1s"}})
+    config = SweepConfig(mode="rate")
+    assert level_scenario(base, config, 1500, 10.0, 1.0, "ok").load.rate.peak == 1500
+    with pytest.raises(SweepError, match=r"peak of 2500 req/s is above guards.max_rate"):
+        level_scenario(base, config, 2500, 10.0, 1.0, "too-high")

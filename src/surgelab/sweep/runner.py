@@ -15,7 +15,7 @@ from typing import Any
 from surgelab.analysis.knee import find_knee
 from surgelab.metrics.store import read_records
 from surgelab.runner import run_scenario
-from surgelab.scenario.loader import build_scenario
+from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sweep.breaking import analyse_break, break_shape
 from surgelab.sweep.capacity import sla_capacity, slo_thresholds, stop_reason
@@ -45,7 +45,10 @@ def level_scenario(
         new.update(concurrency=load, think_time=old.get("think_time", 0.0))
     data.update(load=new, name=name, thresholds=[])
     data.pop("output", None)
-    return build_scenario(data, source=f"sweep level {name}")
+    try:
+        return build_scenario(data, source=f"sweep level {name}")
+    except ScenarioError as exc:  # e.g. a level above the scenario's guards: stop with what was measured
+        raise SweepError(str(exc).splitlines()[0]) from None
 
 
 async def _run(scenario: Scenario, run_dir: Path, stop_event: asyncio.Event | None, signals: bool) -> dict[str, Any]:
