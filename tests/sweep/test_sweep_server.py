@@ -116,6 +116,8 @@ def test_a_rate_limited_server_stops_the_sweep_on_errors(files, tmp_path):
         scenario = load_scenario(files["scenario"], {"target.url": ("", url)})
         result = run_async(run_sweep(scenario, config, tmp_path / "s"))
     assert [r.offered for r in result.levels] == [4, 16]
-    assert result.stop_reason.startswith("stopped: error rate") and "at 16" in result.stop_reason
+    # the sweep's own error-rate rule, or the run's guard rails when they trip first (a 429 storm)
+    reason = result.stop_reason
+    assert reason.startswith("stopped:") and "16" in reason and ("error rate" in reason or "guard" in reason), reason
     assert result.breaking is not None and result.breaking["mode"].startswith("errors")
     assert result.breaking["states"].get("http_error", 0) > 0

@@ -122,6 +122,9 @@ async def run_sweep(
         if run_stop.startswith("interrupted"):
             reason = run_stop
             break
+        if run_stop.startswith("aborted"):  # the level's own guard or abort threshold stopped it
+            reason = f"stopped: level {level:g} {config.unit} {run_stop}"
+            break
         reason = stop_reason(rows, config.stop, p99_bounds)
         if reason is not None:
             reason = f"stopped: {reason}"
