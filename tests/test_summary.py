@@ -183,3 +183,15 @@ def test_crashed_run_window_ends_at_the_last_record():
     last_end = 1.0 + 99 * 0.1 + 0.100 + 0.04
     assert s["duration_s"] == pytest.approx(min(last_end, 12.0) - 1.0)
     assert s["stop_reason"].startswith("unknown")
+
+
+def test_a_run_stopped_inside_its_warm_up_reports_the_warm_up_and_says_so():
+    buffer = RecordBuffer()
+    for k in range(20):
+        out = Outcome(sent_ns=k * MS, first_byte_ns=k * MS + MS, http_status=429)
+        out.fail(State.HTTP_ERROR, "HTTP 429", k * MS + 2 * MS)
+        buffer.add(RecordMeta(id=k, intended_ns=k * MS, warmup=True), out)
+    s = summarize(buffer.take(), _scenario(), RunInfo(stop_reason="aborted: guard", stopped_at_s=0.5))
+    assert s["requests"]["error_rate"] == 1.0  # not a reassuring 0 %
+    assert not s["validity"]["valid"] and "warm-up" in s["validity"]["reasons"][-1]
+    assert s["duration_s"] == pytest.approx(0.5)

@@ -110,7 +110,10 @@ class _Columns:
 def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
     info = info.resolved(scenario)
     c = _Columns(table)
-    window_start = info.window_start_s
+    cut_short = bool(c.warmup.size) and bool(c.warmup.all())
+    if cut_short:  # stopped before the warm-up ended: the warm-up is all there is to report
+        c.warmup = np.zeros_like(c.warmup)
+    window_start = 0.0 if cut_short else info.window_start_s
     window_end = info.stopped_at_s
     if window_end is None:  # crashed run: the records tell how far it got
         finite = c.end[~np.isnan(c.end)]
@@ -123,6 +126,9 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
     by_state = {s.value: int(np.sum(c.state == s.value)) for s in State}
     lag_stats = _lag(c, ~c.warmup)
     validity = _validity(lag_stats, by_state, scenario)
+    if cut_short:
+        validity["valid"] = False
+        validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")
     summary: dict[str, Any] = {
         "schema_version": SUMMARY_VERSION,
         "surgelab_version": __version__,
