@@ -70,7 +70,7 @@ def _observe(run: Path, rng: np.random.Generator) -> Observations:
     hi = np.searchsorted(firsts_sorted, ends + 1e5, side="right")  # a first token within the gap (0.1 ms slack)
     pure = (hi - lo) == 0
     owners, ends, gaps, starts = owners[pure], ends[pure], gaps[pure], starts[pure]
-    mean_itl = np.array([g.mean() if g.size else np.inf for g in itl])
+    mean_itl = np.array([g.mean() if g.size and g.mean() > 0 else np.inf for g in itl])
     kv = np.empty(gaps.size)
     batch = np.empty(gaps.size)
     for k, (a, b) in enumerate(zip(starts, ends)):
