@@ -1,0 +1,93 @@
+"""Timing fidelity against the peer tools: each tool's reported TTFT/ITL/E2E against a known truth.
+
+The scripted server (its own process, loopback) sends the first token 200 ms after a request
+arrives and one more every 20 ms, on absolute deadlines, 16 tokens in all: truth is TTFT
+200 ms, ITL 20 ms, E2E 200 + 15 x 20 = 500 ms (plus the loopback round trip and the server's
+own parse time, well under a millisecond). Every tool runs at 50 requests/s (constant
+arrivals where the tool has them) for ``--seconds``; the figures are what each tool itself
+reports (its summary or its per-request export), never recomputed by us from raw times.
+
+  * ITL: surgelab reports the gaps between tokens; GuideLLM and AIPerf report a per-request
+    average inter-token latency; ``vllm bench serve`` reports the gaps. All should be 20 ms.
+  * Locust measures only the whole response (E2E); it reports no TTFT or ITL.
+
+    python benchmarks/peers_fidelity.py [--rate 50] [--seconds 10] [--tools surgelab,guidellm,aiperf,locust,vllm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import tempfile
+from pathlib import Path
+
+from peers_common import BENCH, RUNNERS, ensure, load_average, machine, run_locust, run_surgelab
+
+from surgelab import __version__
+from surgelab.testing.process import scripted_server
+
+TTFT_S, ITL_S, TOKENS = 0.200, 0.020, 16
+TRUTH = {"ttft": TTFT_S * 1000, "itl": ITL_S * 1000, "e2e": (TTFT_S + ITL_S * (TOKENS - 1)) * 1000}
+ALL = ("surgelab", "guidellm", "aiperf", "locust", "vllm")
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--tools", default=",".join(ALL))
+    args = parser.parse_args()
+    versions = {"surgelab": __version__}
+    tools = []
+    for tool in args.tools.split(","):
+        if tool == "surgelab":
+            tools.append(tool)
+            continue
+        ok, info = ensure(tool)
+        versions[tool] = info if ok else f"not measured: {info}"
+        if ok:
+            tools.append(tool)
+    print(f"machine: {machine()}; load average at start {load_average()}")
+    print(f"truth: TTFT {TRUTH['ttft']:.1f} ms, ITL {TRUTH['itl']:.1f} ms, E2E {TRUTH['e2e']:.1f} ms; "
+          f"{args.rate:g} req/s for {args.seconds:g} s")  # fmt: skip
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp, scripted_server(ttft=TTFT_S, itl=ITL_S) as url:
+        base, work = url[: -len("/v1")], Path(tmp)
+        for tool in tools:
+            if tool == "surgelab":
+                lv = run_surgelab(base, args.rate, args.seconds, work, tokens=TOKENS)
+            elif tool == "locust":  # a request lasts 0.5 s: one request per second per user
+                lv = run_locust(base, args.rate, args.seconds, work, tokens=TOKENS, per_user=1.0)
+            else:
+                lv = RUNNERS[tool](base, args.rate, args.seconds, work, tokens=TOKENS)
+            rows[tool] = {"achieved": lv.achieved, "completed": lv.completed, "errors": lv.errors,
+                          "timings": lv.timings, "note": lv.note, "load": load_average()[0]}  # fmt: skip
+            print(f"  {tool}: {lv.completed} ok, {lv.errors} errors, {lv.achieved:.1f} req/s ({lv.note})", flush=True)
+    print()
+    print(f"{'tool':>10} {'metric':>6} {'p50 ms':>9} {'err p50':>8} {'mean ms':>9} {'err mean':>8}")
+    for tool, row in rows.items():
+        for metric in ("ttft", "itl", "e2e"):
+            t = row["timings"].get(metric) or {}
+            p50, mean = t.get("p50"), t.get("mean")
+            if p50 is None and mean is None:
+                print(f"{tool:>10} {metric:>6} {'not reported':>9}")
+                continue
+
+            def fmt(v: float | None) -> str:
+                return f"{v:9.2f}" if v is not None else f"{'-':>9}"
+
+            def err(v: float | None, truth: float = TRUTH[metric]) -> str:
+                return f"{v - truth:+8.2f}" if v is not None else f"{'-':>8}"
+
+            print(f"{tool:>10} {metric:>6} {fmt(p50)} {err(p50)} {fmt(mean)} {err(mean)}")
+    BENCH.mkdir(parents=True, exist_ok=True)
+    out = {"machine": machine(), "versions": versions, "truth_ms": TRUTH, "rate": args.rate, "seconds": args.seconds,
+           "tools": rows, "load_average_end": load_average()}  # fmt: skip
+    (BENCH / "peers_fidelity.json").write_text(json.dumps(out, indent=2, default=str))
+    print(f"load average at end {out['load_average_end']}; raw figures in {BENCH / 'peers_fidelity.json'}")
+
+
+if __name__ == "__main__":
+    main()
