@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from surgelab.conditions import Threshold
 from surgelab.scenario.loader import _describe, _line_of
 from surgelab.units import parse_duration, parse_ratio
+from surgelab.yamlfile import read_yaml
 
 __all__ = ["METRICS", "GROUPS", "Requirement", "RequirementProfile", "RequirementError", "load_requirements"]
 
@@ -175,18 +176,7 @@ def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
 def load_requirements(path: str | Path) -> RequirementProfile:
     """Read and validate a profile; every problem at once, each with its line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RequirementError([f"{path}: cannot read requirements: {getattr(exc, 'strerror', None) or exc}"]) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise RequirementError(
-            [f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {getattr(exc, 'problem', exc)}"]
-        ) from None
+    data, root = read_yaml(path, "requirements", RequirementError)
     if not isinstance(data, dict):
         raise RequirementError([f"{path}:1: expected a mapping with groups {', '.join(GROUPS)}"])
     try:

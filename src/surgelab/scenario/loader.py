@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from surgelab.scenario.model import Scenario
+from surgelab.yamlfile import read_yaml
 
 __all__ = ["ScenarioError", "load_scenario", "build_scenario", "set_dotted"]
 
@@ -24,32 +25,6 @@ class ScenarioError(Exception):
     def __init__(self, messages: list[str]) -> None:
         self.messages = messages
         super().__init__("\n".join(messages))
-
-
-MAX_NODES = 1_000_000
-
-
-def _expanded_size(root: yaml.Node | None) -> int:
-    """How many values the document holds once every alias is expanded (shared nodes counted once each time)."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)] if root is not None else []
-    while stack:  # iterative and memoised: cheap however deep or shared the graph
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        else:
-            sizes[id(node)] = 1
-            continue
-        if children_done:
-            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 1) for c in children), MAX_NODES + 1)
-        else:
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes)
-    return sizes.get(id(root), 0) if root is not None else 0
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -161,20 +136,5 @@ def load_scenario(
     if path is None:
         return build_scenario({}, source="command line", overrides=overrides)
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError([f"{path}: cannot read scenario file: {getattr(exc, 'strerror', None) or exc}"]) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        if _expanded_size(root) > MAX_NODES:  # aliases of aliases ("billion laughs") would never finish validating
-            raise ScenarioError([f"{path}:1: scenario too large: its aliases expand to more than {MAX_NODES:,} values"])
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError([f"{path}:{line}: invalid YAML: {problem}"]) from None
-    except RecursionError:  # nesting deeper than the parser's stack
-        raise ScenarioError([f"{path}:1: invalid YAML: nested too deeply"]) from None
+    data, root = read_yaml(path, "scenario file", ScenarioError)
     return build_scenario(data, source=str(path), root=root, overrides=overrides, base_dir=path.parent)

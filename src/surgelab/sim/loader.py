@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from surgelab.engine import EngineProfile, ProfileError, load_profile
 from surgelab.scenario.loader import ScenarioError, _describe, _field_path, _line_of
 from surgelab.sim.fleet import Fleet
+from surgelab.yamlfile import read_yaml
 
 __all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile"]
 
@@ -63,15 +64,5 @@ def pool_profile(spec: str, base_dir: Path | None = None) -> EngineProfile:
 
 def load_fleet(path: str | Path) -> Fleet:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FleetError([f"{path}: cannot read fleet file: {getattr(exc, 'strerror', None) or exc}"]) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise FleetError([f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {problem}"]) from None
+    data, root = read_yaml(path, "fleet file", FleetError)
     return build_fleet(data, source=str(path), root=root, base_dir=path.parent)
