@@ -9,33 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-__all__ = ["ServerProcess", "ServerStartError", "async_serve_process", "serve_process"]
+from surgelab.testing.child import HOST, ChildProcess, ChildStartError, free_port
 
-HOST = "127.0.0.1"
-
-
-class ServerStartError(RuntimeError):
-    """The server exited or did not become healthy in time; the message quotes its log."""
+__all__ = ["ServerProcess", "ServerStartError", "async_serve_process", "serve_process", "free_port", "HOST"]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+ServerStartError = ChildStartError
 
 
-class ServerProcess:
+class ServerProcess(ChildProcess):
     """One ``surgelab serve`` child process; usable as a (sync) context manager."""
+
+    label = "surgelab serve"
 
     def __init__(
         self,
@@ -46,90 +33,21 @@ class ServerProcess:
         stop_timeout: float = 5.0,
         port: int = 0,
     ) -> None:
+        super().__init__(startup_timeout=startup_timeout, stop_timeout=stop_timeout, port=port)
         self.args = [*args]
-        self.requested_port = port  # 0: a free port at every start; else this one (a restart keeps it)
         self.profile = profile
-        self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
 
-    @property
-    def root_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+    def command(self) -> Sequence[str]:
+        return ["serve", "--host", HOST, "--port", str(self.port), "--profile", self.profile, *self.args]
 
     @property
     def base_url(self) -> str:
         """The OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
         return self.root_url + "/v1"
 
-    def start(self) -> str:
-        """Start the child and wait until it is healthy; return the base URL."""
-        self.port = self.requested_port or free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "surgelab",
-            "serve",
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
-            "--profile",
-            self.profile,
-            *self.args,
-        ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerStartError(f"surgelab serve exited with {self.process.returncode}: {self.log_tail()}")
-            if self._healthy():
-                return self.base_url
-            time.sleep(0.05)
-        self.stop()
-        raise ServerStartError(f"surgelab serve not healthy after {self.startup_timeout}s: {self.log_tail()}")
-
-    def stop(self) -> int | None:
-        """Terminate (then kill) the child; return its exit status."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(self.stop_timeout)
-        return proc.returncode
-
-    def log_tail(self, limit: int = 2000) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-limit:].strip()
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.root_url + "/health", timeout=1.0) as response:
-                return response.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def __enter__(self) -> ServerProcess:
-        try:
-            self.start()
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-        self._log.close()
+    @property
+    def ready_url(self) -> str:
+        return self.base_url
 
 
 @contextlib.contextmanager
