@@ -121,3 +121,19 @@ def test_a_rate_limited_server_stops_the_sweep_on_errors(files, tmp_path):
     assert reason.startswith("stopped:") and "16" in reason and ("error rate" in reason or "guard" in reason), reason
     assert result.breaking is not None and result.breaking["mode"].startswith("errors")
     assert result.breaking["states"].get("http_error", 0) > 0
+
+
+def test_each_level_carries_the_servers_telemetry(files, tmp_path):
+    config = SweepConfig(levels=[2, 12], hold=1.5, settle=0.3, warmup=0)
+    with serve_process(profile=str(files["profile"])) as url:
+        metrics = url.removesuffix("/v1") + "/metrics"
+        scenario = load_scenario(
+            files["scenario"],
+            {"target.url": ("", url), "telemetry": ("", {"interval": "200ms", "sources": [{"url": metrics}]})},
+        )
+        result = run_async(run_sweep(scenario, config, tmp_path / "s"))
+    low, high = result.levels
+    assert high.telemetry["running"]["max"] == 8  # the profile's batch limit, from the server's own gauge
+    assert high.telemetry["waiting"]["mean"] > low.telemetry["waiting"]["mean"]
+    flat = pq.read_table(tmp_path / "s" / "sweep.parquet").to_pylist()
+    assert flat[1]["running_max"] == 8 and "waiting_mean" in flat[1]

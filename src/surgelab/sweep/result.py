@@ -54,13 +54,18 @@ class LevelRow:
     valid: bool
     validity_reasons: list[str]
     latency_ms: dict[str, dict[str, float | None]]  # ttft/itl/tpot/e2e → mean/p50/p90/p95/p99
+    telemetry: dict[str, dict[str, Any]] = field(default_factory=dict)  # scraped roles → mean/max at this level
+    diagnosis: list[str] = field(default_factory=list)  # the level's bottleneck hints
 
     def latency(self, metric: str, stat: str) -> float | None:
         return self.latency_ms.get(metric, {}).get(stat)
 
     def flat(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("latency_ms", "validity_reasons")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("latency_ms", "validity_reasons", "telemetry", "diagnosis")}
         out["validity_reasons"] = "; ".join(self.validity_reasons)
+        out["diagnosis"] = "; ".join(self.diagnosis)
+        for role, stats in self.telemetry.items():
+            out[f"{role}_mean"], out[f"{role}_max"] = stats.get("mean"), stats.get("max")
         for metric in LATENCIES:
             for stat in PERCENTILES:
                 out[f"{metric}_{stat}_ms"] = self.latency(metric, stat)
@@ -122,6 +127,11 @@ def row_from_summary(
         valid=bool(summary["validity"]["valid"]),
         validity_reasons=list(summary["validity"]["reasons"]),
         latency_ms=lat,
+        telemetry={
+            role: {"mean": v.get("mean"), "max": v.get("max"), "metric": v.get("metric")}
+            for role, v in (summary.get("telemetry") or {}).get("roles", {}).items()
+        },
+        diagnosis=list(summary.get("diagnosis", [])),
     )
 
 
