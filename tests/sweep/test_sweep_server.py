@@ -137,3 +137,22 @@ def test_each_level_carries_the_servers_telemetry(files, tmp_path):
     assert high.telemetry["waiting"]["mean"] > low.telemetry["waiting"]["mean"]
     flat = pq.read_table(tmp_path / "s" / "sweep.parquet").to_pylist()
     assert flat[1]["running_max"] == 8 and "waiting_mean" in flat[1]
+
+
+def test_the_live_dashboard_follows_a_sweep(files, tmp_path):
+    import urllib.request
+
+    from surgelab.dashboard import Dashboard, DashboardSettings
+
+    board = Dashboard(DashboardSettings(port=0, title="sweep"))
+    url = board.start()
+    try:
+        config = SweepConfig(levels=[1, 4], hold=1.2, settle=0.2, warmup=0)
+        with serve_process(profile=str(files["profile"])) as target:
+            scenario = load_scenario(files["scenario"], {"target.url": ("", target)})
+            run_async(run_sweep(scenario, config, tmp_path / "s", on_level=board.on_level, observers=[board]))
+        state = json.loads(urllib.request.urlopen(url.split("?")[0].rstrip("/") + "/api/state?since=0", timeout=5).read())
+    finally:
+        board.stop()
+    assert [p["offered"] for p in state["points"]] == [1, 4]  # the growing throughput–latency curve
+    assert state["history"] and max(e["ok"] for e in state["history"]) > 0  # live snapshots of the levels

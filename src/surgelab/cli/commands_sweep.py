@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail, load_or_exit
+from surgelab.cli.commands_run import _dashboard, fail, load_or_exit
 from surgelab.units import parse_duration, parse_ratio
 
 
@@ -123,12 +123,15 @@ def sweep(
     ),
     max_num_seqs: int | None = typer.Option(None, help="With --serve: the server's running-batch limit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the final table."),
+    dashboard: bool = typer.Option(False, "--dashboard", help="Serve the live dashboard on 127.0.0.1 (URL printed)."),
+    dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
+    dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
 ) -> None:
     """Stepped load test: warm up, hold each level, stop on its own, report knee and SLA capacity."""
     from surgelab.runner.loop import run_async
     from surgelab.runner.rundir import RunDirError
     from surgelab.sweep import BreakConfig, StopRules, SweepConfig, SweepError, run_sweep
-    from surgelab.sweep.table import level_line, print_sweep
+    from surgelab.sweep.table import print_sweep
 
     overrides: dict[str, tuple[str, Any]] = {}
     if url is not None:
@@ -166,6 +169,7 @@ def sweep(
         if served_url is not None:
             base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})
             say(f"embedded server (profile {serve}) at {served_url}")
+        board = _dashboard(base, dashboard_port, dashboard_token) if dashboard else None
         try:
             result = run_async(
                 run_sweep(
@@ -174,17 +178,31 @@ def sweep(
                     out,
                     on_status=say,
                     handle_signals=True,
-                    on_level=None if quiet else (lambda row: say(level_line(row, config.unit))),
+                    on_level=lambda row: _each_level(row, quiet, say, config.unit, board),
+                    observers=[board] if board is not None else [],
                 )  # fmt: skip
             )
         except (SweepError, RunDirError) as exc:
             raise fail(str(exc)) from None
         except KeyboardInterrupt:  # between levels; sweep.json already holds every finished level
             raise fail(f"interrupted; finished levels are in {out}/sweep.json", 130) from None
+        finally:
+            if board is not None:
+                board.stop()
     print_sweep(result, console)
     console.print(f"sweep directory: {out} (sweep.json, sweep.parquet, level-NN/)", highlight=False, soft_wrap=True)
     if result.stop_reason.startswith("interrupted"):
         raise typer.Exit(130)
+
+
+def _each_level(row: Any, quiet: bool, say: Any, unit: str, board: Any) -> None:
+    """A finished level: a line in the terminal, a point on the dashboard's live curve."""
+    from surgelab.sweep.table import level_line
+
+    if not quiet:
+        say(level_line(row, unit))
+    if board is not None:
+        board.on_level(row)
 
 
 @app.command("plan")

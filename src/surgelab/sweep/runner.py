@@ -8,7 +8,7 @@ tools that read any run. The sweep itself only decides the next level and when t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,10 @@ def level_scenario(
         raise SweepError(str(exc).splitlines()[0]) from None
 
 
-async def _run(scenario: Scenario, run_dir: Path, stop_event: asyncio.Event | None, signals: bool) -> dict[str, Any]:
-    result = await run_scenario(scenario, run_dir, stop_event=stop_event, handle_signals=signals)
+async def _run(
+    scenario: Scenario, run_dir: Path, stop_event: asyncio.Event | None, signals: bool, observers: Sequence[Any] = ()
+) -> dict[str, Any]:
+    result = await run_scenario(scenario, run_dir, stop_event=stop_event, handle_signals=signals, observers=observers)
     return {"summary": result.summary, "stop_reason": result.stop_reason}
 
 
@@ -76,6 +78,7 @@ async def run_sweep(
     on_level: Callable[[LevelRow], None] | None = None,
     on_status: Callable[[str], None] | None = None,
     handle_signals: bool = False,
+    observers: Sequence[Any] = (),
 ) -> SweepResult:
     """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``."""
     say = on_status or (lambda _msg: None)
@@ -96,7 +99,7 @@ async def run_sweep(
         name = f"level-{index:02d}"
         say(f"{name}: {level:g} {config.unit} for {settle_hold:g}s ({config.settle:g}s settle)")
         scenario = level_scenario(base, config, level, settle_hold, config.settle, f"{base.name}-{name}")
-        out = await _run(scenario, sweep_dir / name, None, handle_signals)
+        out = await _run(scenario, sweep_dir / name, None, handle_signals, observers)
         summary = out["summary"]
         start = summary["load"]["warmup_s"]
         rates = completion_rate(read_records(sweep_dir / name), start, start + summary["duration_s"])
