@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from surgelab.cli import app
-from tests.providers.fixtures import write_run
+from .fixtures import write_run
 
 
 @pytest.fixture()

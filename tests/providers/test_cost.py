@@ -8,7 +8,7 @@ import pytest
 
 from surgelab.providers.cost import break_even, cost_per_mtok, read_plan
 from surgelab.scenario.model import Price
-from tests.providers.fixtures import summary, write_run
+from .fixtures import summary, write_run
 
 
 def test_token_and_hourly_prices_per_million_tokens() -> None:
