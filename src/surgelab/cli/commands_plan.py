@@ -8,17 +8,7 @@ import typer
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail
-from surgelab.units import parse_duration
-
-
-def _seconds(value: str | None, flag: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise fail(f"{flag}: {exc}") from None
+from surgelab.cli.commands_run import fail, seconds_option
 
 
 @app.command("little")
@@ -33,7 +23,7 @@ def little(
     from surgelab.plan.little import solve_closed, solve_open
 
     console = Console()
-    w, z = _seconds(latency, "--latency"), _seconds(think, "--think")
+    w, z = seconds_option(latency, "--latency"), seconds_option(think, "--think")
     try:
         if users is not None:
             if w is None:
@@ -67,7 +57,7 @@ def preview(
     from surgelab.report.preview import compute_preview, render_html, render_terminal
 
     scenario = load_or_exit(scenario_file, {})
-    data = compute_preview(scenario, _seconds(latency, "--latency") or 0.0)
+    data = compute_preview(scenario, seconds_option(latency, "--latency") or 0.0)
     render_terminal(data, Console())
     if html is not None:
         html.write_text(render_html(data), encoding="utf-8")

@@ -17,6 +17,7 @@ from rich.console import Console
 from surgelab.cli import app
 from surgelab.scenario import ScenarioError, load_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.units import parse_duration
 
 EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -27,6 +28,16 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     for line in message.splitlines():
         console.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True, markup=True)
     return typer.Exit(code)
+
+
+def seconds_option(value: str | None, flag: str) -> float | None:
+    """A duration flag (``30s``, ``250ms``) in seconds; a one-line error naming the flag otherwise."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise fail(f"{flag}: {exc}") from None
 
 
 def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:

@@ -13,17 +13,8 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import _dashboard, fail, load_or_exit
-from surgelab.units import parse_duration, parse_ratio
-
-
-def _duration(value: str | None, flag: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise fail(f"{flag}: {exc}") from None
+from surgelab.cli.commands_run import _dashboard, fail, load_or_exit, seconds_option
+from surgelab.units import parse_ratio
 
 
 def _ratio(value: str | None, flag: str) -> float | None:
@@ -145,16 +136,16 @@ def sweep(
         config = SweepConfig(
             mode=mode or ("rate" if base.load.mode == "open" else "concurrency"),
             spacing=spacing, levels=_levels(levels), start=start, step=step, factor=factor, max=max_level,
-            max_levels=max_levels, refine=refine, hold=_duration(hold, "--hold"), settle=_duration(settle, "--settle"),
-            warmup=_duration(warmup, "--warmup"), sla_percentile=sla_percentile,
+            max_levels=max_levels, refine=refine, hold=seconds_option(hold, "--hold"), settle=seconds_option(settle, "--settle"),
+            warmup=seconds_option(warmup, "--warmup"), sla_percentile=sla_percentile,
             sla_max_error_rate=_ratio(sla_max_error_rate, "--sla-max-error-rate"),
             stop=StopRules(
                 max_error_rate=_ratio(max_error_rate, "--max-error-rate"), slo_multiple=slo_multiple,
                 falling_levels=falling_levels, stop_when=list(stop_when or []),
             ),
             breaking=None if break_at is None else BreakConfig(
-                multiple=break_at, expected_peak=expected_peak, hold=_duration(break_hold, "--break-hold"),
-                recovery=_duration(recovery, "--recovery"),
+                multiple=break_at, expected_peak=expected_peak, hold=seconds_option(break_hold, "--break-hold"),
+                recovery=seconds_option(recovery, "--recovery"),
             ),
         )  # fmt: skip
     except ValidationError as exc:
@@ -258,7 +249,7 @@ def plan(
     if (sweep_file is None) == (capacity is None):
         raise fail("give a sweep (SWEEP argument) or --capacity, not both or neither")
     try:
-        forecast = peak_from(peak, _duration(peak_window, "--peak-window") or 0.0)
+        forecast = peak_from(peak, seconds_option(peak_window, "--peak-window") or 0.0)
     except PeakError as exc:
         raise fail(str(exc)) from None
     used_slo = _thresholds(slo or [], "--slo")
@@ -306,12 +297,12 @@ def _queueing(
 
     if name.lower() != "mmc":
         raise fail(f"--model: only mmc (Erlang C) is known, got {name!r}")
-    s = _duration(service_time, "--service-time")
+    s = seconds_option(service_time, "--service-time")
     if rate is None or s is None:
         raise fail("--model mmc needs --rate and --service-time")
     if (servers is None) == (target_wait is None):
         raise fail("--model mmc needs exactly one of --servers or --target-wait")
-    wait = _duration(target_wait, "--target-wait")
+    wait = seconds_option(target_wait, "--target-wait")
     try:
         result = servers_for_wait(rate, s, wait) if wait is not None else mmc(rate, s, servers or 0)
     except ValueError as exc:

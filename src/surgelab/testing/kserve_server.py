@@ -28,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from surgelab.runner.loop import run_async
+from surgelab.testing.serving import serve_app
 
 __all__ = ["make_app", "serve"]
 
@@ -99,15 +100,7 @@ def make_app(model: str, delay: float) -> web.Application:
 
 
 async def serve(host: str, port: int, model: str, delay: float) -> None:
-    runner = web.AppRunner(make_app(model, delay), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    print(f"listening on http://{host}:{runner.addresses[0][1]}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    await serve_app(make_app(model, delay), host, port)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,6 +30,7 @@ import orjson
 from aiohttp import web
 
 from surgelab.runner.loop import run_async
+from surgelab.testing.serving import serve_app
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["make_app", "serve"]
@@ -135,16 +136,7 @@ def make_app(ttft: float, itl: float) -> web.Application:
 
 
 async def serve(host: str, port: int, ttft: float, itl: float) -> None:
-    runner = web.AppRunner(make_app(ttft, itl), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    bound = runner.addresses[0][1]
-    print(f"listening on http://{host}:{bound}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    await serve_app(make_app(ttft, itl), host, port)
 
 
 def main(argv: list[str] | None = None) -> None:
