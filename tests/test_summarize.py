@@ -16,7 +16,9 @@ def test_summarize_after_kill_9(timed_server, cli, tmp_path) -> None:
          "--duration", "30s", "--max-tokens", "4", "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    time.sleep(3.5)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list((out / "records.parts").glob("*.parquet"))) < 2:
+        time.sleep(0.2)  # two flushes on disk (a busy machine starts the run late)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     assert not (out / "summary.json").exists()
@@ -24,7 +26,7 @@ def test_summarize_after_kill_9(timed_server, cli, tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     requests = summary["requests"]
-    assert requests["scheduled"] >= 20  # at least the first two seconds' flushes
+    assert requests["scheduled"] >= 10  # at least the first two flushes
     assert requests["scheduled"] == requests["ok"] + requests["failed"] + requests["dropped"] + requests["cancelled"]
     assert summary["stop_reason"].startswith("unknown")
     assert not (out / "records.parts").exists() and (out / "records.parquet").is_file()
