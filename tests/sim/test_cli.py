@@ -93,3 +93,21 @@ def test_every_fleet_in_the_docs_is_valid():
     assert len(fleets) >= 4
     for data in fleets:
         build_fleet(data)
+
+
+def test_several_fleets_get_reports_and_a_comparison(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    out = tmp_path / "cmp"
+    proc = subprocess.run(
+        [sys.executable, "-m", "surgelab", "simulate", str(root / "examples" / "noodle-shop.yaml"),
+         "--fleet", str(root / "examples" / "fleets" / "noodle-shop.yaml"),
+         "--fleet", str(root / "examples" / "fleets" / "noodle-shop-2-cooks.yaml"), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "compare.html").stat().st_size > 100_000  # the chart library is inside
+    assert all((d / "report.html").is_file() for d in out.iterdir() if d.is_dir())

@@ -22,6 +22,8 @@ def simulate_command(
     out: Path | None = typer.Option(None, "--out", help="Run directory (one per fleet below it when comparing)."),
 ) -> None:
     """Simulate the scenario on a fleet of engine replicas in virtual time; same records and summary as a real run."""
+    from surgelab.report.compare import compare_runs
+    from surgelab.report.outputs import HtmlOutput, finalize_run
     from surgelab.runner.rundir import RunDirError, write_json
     from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
 
@@ -49,8 +51,13 @@ def simulate_command(
         )
         results.append(result)
     rows = comparison_rows(results)
+    for result in results:  # every simulated run gets its report, like a measured one
+        finalize_run(result.run_dir, console)
     if len(fleets) > 1:
         write_json(base / "comparison.json", {"scenario": scenario.name, "fleets": rows})
+        data = compare_runs([r.run_dir for r in results])  # the same report as comparing measured runs
+        HtmlOutput(base / "compare.html").finalize(data)
+        console.print(f"comparison report: {base / 'compare.html'}", highlight=False)
     console.print(_table(rows))
 
 
