@@ -60,7 +60,8 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     measured = rows & ~c.warmup
     ok = measured & (c.state == State.OK.value)
     failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
-    ok_in_window = ok & (c.end >= window.start) & (c.end <= window.end)
+    # rates count every success that ended in the window, warm-up ones included (as summary.py does)
+    ok_in_window = rows & (c.state == State.OK.value) & (c.end >= window.start) & (c.end <= window.end)
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
     streams = kind in STREAMING_KINDS and scenario.target.stream
     throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}

@@ -132,8 +132,8 @@ _REPORT_JS = r"""
   slChart(err, "chart-errors", "Requests ending in a failure state, per second", errTraces, lay("per second", { barmode: "stack" }));
   slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
 
-  const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"]];
-  const bd = section("Breakdowns: per class, per tier, per phase", "grid3");
+  const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"], ["by_kind", "request kind"]];
+  const bd = section("Breakdowns: per class, per tier, per phase, per kind", "grid3");
   groups.forEach(([key, label]) => {
     const g = D.breakdowns[key] || {}; const names = Object.keys(g);
     if (!names.length) return;

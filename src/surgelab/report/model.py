@@ -259,16 +259,17 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for key in ("by_phase", "by_class", "by_tier"):
+    for key in ("by_phase", "by_class", "by_tier", "by_kind"):
         groups = summary.get(key) or {}
         out[key] = {
             name: {
                 "measured": b["requests"]["measured"],
                 "error_rate": b["requests"]["error_rate"],
                 "throughput": b["throughput"]["requests_per_s"],
-                "goodput": b["goodput"]["requests_per_s"],
-                "ttft_p50": b["latency_ms"]["ttft"]["p50"],
-                "ttft_p99": b["latency_ms"]["ttft"]["p99"],
+                "goodput": (b.get("goodput") or {}).get("requests_per_s"),
+                # a kind without streaming has no first token: its cells stay empty
+                "ttft_p50": (b["latency_ms"].get("ttft") or {}).get("p50"),
+                "ttft_p99": (b["latency_ms"].get("ttft") or {}).get("p99"),
                 "e2e_p50": b["latency_ms"]["e2e"]["p50"],
                 "e2e_p99": b["latency_ms"]["e2e"]["p99"],
             }
