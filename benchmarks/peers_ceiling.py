@@ -50,11 +50,21 @@ from peers_common import (
 from surgelab import __version__
 from surgelab.testing.process import scripted_server
 
-ALL = ("surgelab1", "surgelab2", "surgelab1-achieved", "guidellm", "aiperf", "locust", "vllm")
+ALL = (
+    "surgelab1",
+    "surgelab2",
+    "surgelab1-achieved",
+    "guidellm",
+    "aiperf",
+    "locust",
+    "vllm",
+    "guidellm-achieved",
+    "aiperf-achieved",
+)
 
 
 def runner_for(tool: str):
-    """``surgelabN`` is surgelab with N workers; a ``-achieved`` suffix judges it by the peers' looser criterion."""
+    """``surgelabN`` is surgelab with N workers; a ``-achieved`` suffix judges a tool by the "achieved" criterion."""
     if tool.startswith("surgelab"):
         name, _, mode = tool.partition("-")
         workers = int(name[len("surgelab") :] or 1)
@@ -66,7 +76,15 @@ def runner_for(tool: str):
             return lv
 
         return run
-    return RUNNERS[tool]
+    name, _, mode = tool.partition("-")
+
+    def run_peer(base: str, rate: float, seconds: float, work: Path) -> Level:
+        lv = RUNNERS[name](base, rate, seconds, work)
+        if mode == "achieved":
+            lv.use_lag, lv.tool = False, lv.tool + " (achieved)"
+        return lv
+
+    return run_peer
 
 
 def search(
@@ -129,8 +147,8 @@ def main() -> None:
         if tool.startswith("surgelab"):
             ready.append(tool)
             continue
-        ok, info = ensure(tool)
-        versions[tool] = info if ok else f"not measured: {info}"
+        ok, info = ensure(tool.partition("-")[0])
+        versions[tool.partition("-")[0]] = info if ok else f"not measured: {info}"
         if ok:
             ready.append(tool)
     print(f"machine: {machine()}; load average at start {load_average()}")
@@ -170,20 +188,17 @@ def main() -> None:
         print(f"{tool:>10}: {c:7.0f} req/s ({t[tool]['criterion']})")
     wrk = max(results["wrk_before"].get("rps", 0), results["wrk_after"].get("rps", 0))
     print(f"{'wrk':>10}: {wrk:7.0f} req/s (closed loop, the server's own limit on this machine)")
-    peers = {k: v for k, v in ceilings.items() if not k.startswith("surgelab")}
-    if "surgelab1-achieved" in ceilings and peers:
-        best = max(peers.items(), key=lambda kv: kv[1])
-        ratios["surgelab1_achieved_over_best_peer"] = ceilings["surgelab1-achieved"] / best[1] if best[1] else None
-        print(
-            f"surgelab 1 worker, peers' criterion / best Python peer ({best[0]}): "
-            f"{ratios['surgelab1_achieved_over_best_peer']:.2f}x"
-        )
-    best_peer = max(peers.items(), key=lambda kv: kv[1]) if peers else None
-    if "surgelab1" in ceilings and best_peer and best_peer[1]:
-        ratios["surgelab1_over_best_peer"] = ceilings["surgelab1"] / best_peer[1]
-        print(
-            f"surgelab 1 worker / best Python peer ({best_peer[0]}): {ratios['surgelab1_over_best_peer']:.2f}x (target >= 2)"
-        )
+    # like with like: each criterion's best Python peer
+    crit = {k: v["criterion"] for k, v in t.items()}
+    for mine, criterion in (("surgelab1", "lag"), ("surgelab1-achieved", "achieved")):
+        peers = {k: c for k, c in ceilings.items() if not k.startswith("surgelab") and crit[k] == criterion}
+        if mine in ceilings and peers:
+            best = max(peers.items(), key=lambda kv: kv[1])
+            ratio = ceilings[mine] / best[1] if best[1] else float("inf")
+            ratios[f"{mine}_over_best_peer"] = {"peer": best[0], "ratio": ratio, "criterion": criterion}
+            print(
+                f"surgelab 1 worker / best Python peer by the {criterion} criterion ({best[0]}): {ratio:.2f}x (target >= 2)"
+            )
     if "surgelab1" in ceilings and "surgelab2" in ceilings and ceilings["surgelab1"]:
         ratios["surgelab2_over_surgelab1"] = ceilings["surgelab2"] / ceilings["surgelab1"]
         print(f"surgelab 2 workers / 1 worker: {ratios['surgelab2_over_surgelab1']:.2f}x (target >= 1.6)")

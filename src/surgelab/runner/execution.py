@@ -82,6 +82,9 @@ class Execution:
         self.keep_text = keep_text  # hand every answer's text to the observers (response comparison)
         self.on_stop = on_stop  # told of a stop this process decided (abort, breakpoint), for its peers
         self.buffer = RecordBuffer(worker=shard.index)
+        # pyarrow's first list-to-array conversion costs ~20 ms once; pay it here, not in the first flush
+        # on the event loop, where it showed as a schedule-lag spike (benchmarks/RESULTS.md)
+        RecordBuffer(worker=shard.index).take()
         self.store = RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
         self.live = live
         self.on_tick = on_tick
