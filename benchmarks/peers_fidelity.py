@@ -3,7 +3,11 @@
 The scripted server (its own process, loopback) sends the first token 200 ms after a request
 arrives and one more every 20 ms, on absolute deadlines, 16 tokens in all: truth is TTFT
 200 ms, ITL 20 ms, E2E 200 + 15 x 20 = 500 ms (plus the loopback round trip and the server's
-own parse time, well under a millisecond). Every tool runs at 50 requests/s (constant
+own parse time). The server's timers are not exact (a wake-up lands a millisecond or two late
+on a busy machine), so the truth each tool is judged against is what the server itself
+measured for that tool's requests (``benchmarks/peers/truth_server.py``: the scripted
+server with a timing hook, first and last token chunk against arrival); the nominal figures
+are printed beside it. Every tool runs at 50 requests/s (constant
 arrivals where the tool has them) for ``--seconds``; the figures are what each tool itself
 reports (its summary or its per-request export), never recomputed by us from raw times.
 
@@ -17,19 +21,50 @@ reports (its summary or its per-request export), never recomputed by us from raw
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
-from peers_common import BENCH, RUNNERS, ensure, load_average, machine, run_locust, run_surgelab
+from peers_common import BENCH, HERE, RUNNERS, _pcts, ensure, load_average, machine, run_locust, run_surgelab
 
 from surgelab import __version__
-from surgelab.testing.process import scripted_server
 
 TTFT_S, ITL_S, TOKENS = 0.200, 0.020, 16
 TRUTH = {"ttft": TTFT_S * 1000, "itl": ITL_S * 1000, "e2e": (TTFT_S + ITL_S * (TOKENS - 1)) * 1000}
 ALL = ("surgelab", "guidellm", "aiperf", "locust", "vllm")
+
+
+@contextlib.contextmanager
+def truth_server(ttft: float, itl: float) -> Iterator[str]:
+    """The instrumented scripted server as a subprocess; yields its base URL."""
+    cmd = [sys.executable, str(HERE / "peers" / "truth_server.py"), "--ttft", str(ttft), "--itl", str(itl)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline, line = time.monotonic() + 30, ""
+        while time.monotonic() < deadline and "listening on" not in line and proc.poll() is None:
+            line = proc.stdout.readline() if proc.stdout else ""
+        if "listening on" not in line:
+            raise RuntimeError("the truth server did not start")
+        yield line.split("listening on ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def server_truth(base: str) -> dict[str, list[float]]:
+    with urllib.request.urlopen(base + "/truth", timeout=30) as resp:
+        return json.loads(resp.read())
 
 
 def main() -> None:
@@ -53,35 +88,42 @@ def main() -> None:
     print(f"truth: TTFT {TRUTH['ttft']:.1f} ms, ITL {TRUTH['itl']:.1f} ms, E2E {TRUTH['e2e']:.1f} ms; "
           f"{args.rate:g} req/s for {args.seconds:g} s")  # fmt: skip
     rows = {}
-    with tempfile.TemporaryDirectory() as tmp, scripted_server(ttft=TTFT_S, itl=ITL_S) as url:
-        base, work = url[: -len("/v1")], Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp, truth_server(TTFT_S, ITL_S) as base:
+        work = Path(tmp)
         for tool in tools:
+            seen = len(server_truth(base)["ttft_ms"])
             if tool == "surgelab":
                 lv = run_surgelab(base, args.rate, args.seconds, work, tokens=TOKENS)
             elif tool == "locust":  # a request lasts 0.5 s: one request per second per user
                 lv = run_locust(base, args.rate, args.seconds, work, tokens=TOKENS, per_user=1.0)
             else:
                 lv = RUNNERS[tool](base, args.rate, args.seconds, work, tokens=TOKENS)
+            truth = server_truth(base)
+            server = {"ttft": _pcts(truth["ttft_ms"][seen:]), "itl": _pcts(truth["itl_ms"][seen:]),
+                      "e2e": _pcts(truth["e2e_ms"][seen:])}  # fmt: skip
             rows[tool] = {"achieved": lv.achieved, "completed": lv.completed, "errors": lv.errors,
-                          "timings": lv.timings, "note": lv.note, "load": load_average()[0]}  # fmt: skip
+                          "timings": lv.timings, "server": server, "note": lv.note, "load": load_average()[0]}  # fmt: skip
             print(f"  {tool}: {lv.completed} ok, {lv.errors} errors, {lv.achieved:.1f} req/s ({lv.note})", flush=True)
     print()
-    print(f"{'tool':>10} {'metric':>6} {'p50 ms':>9} {'err p50':>8} {'mean ms':>9} {'err mean':>8}")
+    print("errors: the tool's figure minus the server's own measurement of the same requests (and minus nominal)")
+    print(f"{'tool':>10} {'metric':>6} {'p50 ms':>9} {'server':>9} {'err p50':>8} {'mean ms':>9} {'server':>9} "
+          f"{'err mean':>8} {'vs nominal p50':>15}")  # fmt: skip
     for tool, row in rows.items():
         for metric in ("ttft", "itl", "e2e"):
-            t = row["timings"].get(metric) or {}
+            t, srv = row["timings"].get(metric) or {}, row["server"].get(metric) or {}
             p50, mean = t.get("p50"), t.get("mean")
             if p50 is None and mean is None:
-                print(f"{tool:>10} {metric:>6} {'not reported':>9}")
+                print(f"{tool:>10} {metric:>6} {'not reported':>12}")
                 continue
 
             def fmt(v: float | None) -> str:
                 return f"{v:9.2f}" if v is not None else f"{'-':>9}"
 
-            def err(v: float | None, truth: float = TRUTH[metric]) -> str:
-                return f"{v - truth:+8.2f}" if v is not None else f"{'-':>8}"
+            def err(v: float | None, ref: float | None) -> str:
+                return f"{v - ref:+8.2f}" if v is not None and ref is not None else f"{'-':>8}"
 
-            print(f"{tool:>10} {metric:>6} {fmt(p50)} {err(p50)} {fmt(mean)} {err(mean)}")
+            print(f"{tool:>10} {metric:>6} {fmt(p50)} {fmt(srv.get('p50'))} {err(p50, srv.get('p50'))} {fmt(mean)} "
+                  f"{fmt(srv.get('mean'))} {err(mean, srv.get('mean'))} {err(p50, TRUTH[metric]):>15}")  # fmt: skip
     BENCH.mkdir(parents=True, exist_ok=True)
     out = {"machine": machine(), "versions": versions, "truth_ms": TRUTH, "rate": args.rate, "seconds": args.seconds,
            "tools": rows, "load_average_end": load_average()}  # fmt: skip
