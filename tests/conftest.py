@@ -16,6 +16,7 @@ import re
 import selectors
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -82,6 +83,8 @@ def _start_server(ttft: float, itl: float) -> ScriptedServer:
                 break
             seen.append(line)
             if m := re.search(r"listening on http://127\.0\.0\.1:(\d+)", line):
+                # keep reading what it prints: a full pipe would block the server in mid-session
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
                 return ScriptedServer(proc, int(m[1]), ttft, itl)
     finally:
         selector.close()

@@ -6,6 +6,7 @@ import re
 import selectors
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -35,6 +36,7 @@ def kserve() -> Iterator[str]:
         if m := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
             url = m[1]
     selector.close()
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # a full pipe would block the server
     try:
         assert url, "the KServe server did not start"
         yield url
