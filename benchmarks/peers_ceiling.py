@@ -1,7 +1,13 @@
 """Client ceiling against the peer tools: the highest sustained streaming rate each can drive.
 
-One zero-delay scripted streaming server (``surgelab.testing.scripted_server``, its own
-process, loopback), 16 output tokens and a 64-token prompt a request. For every tool the same
+One zero-delay streaming server on loopback, 16 output tokens and a 64-token prompt a
+request. By default (``--server nginx``) it is nginx (Debian package, one worker process,
+installed with apt-get when missing and run as a child of this script) answering every request
+with the same pre-built OpenAI-style stream from memory (``native_server.py``): a native
+server costs almost no CPU, so it cannot be what limits a client, nor take the core a second
+surgelab worker needs. ``--server scripted`` uses the Python scripted server
+(``surgelab.testing.scripted_server``, aiohttp, its own process) instead; on 2 cores it needs
+most of one at 2,000–4,000 req/s and caps every tool there. For every tool the same
 search: constant rates climbing ×1.5 from ``--start`` until a level is not sustained, then
 three bisections; a level that fails is run once more before it counts as failed (other
 sessions may share the machine). A level is sustained when the tool reports
@@ -14,11 +20,13 @@ sessions may share the machine). A level is sustained when the tool reports
 surgelab runs as its CLI (``surgelab run``) in a fresh process like every peer. Each peer is
 installed from PyPI into its own venv under ``~/.cache/surgelab-bench/venvs`` (reused). ``wrk``
 (Debian package, closed loop, 32 connections) gives the physical reference: what the server
-itself can answer on this machine. Client CPU per 1,000 requests is the marginal
+and a native client reach together on this machine (far above every tool against nginx; the
+scripted server's own limit against it). Client CPU per 1,000 requests is the marginal
 user+system CPU of the tool's processes between a short and a long run at ``--cpu-rate``
 (start-up cancels out).
 
-    python benchmarks/peers_ceiling.py [--seconds 5] [--tools surgelab1,surgelab2,guidellm,aiperf,locust,vllm]
+    python benchmarks/peers_ceiling.py [--seconds 5] [--server nginx|scripted]
+                                      [--tools surgelab1,surgelab2,guidellm,aiperf,locust,vllm]
 
 Prints a table per level and the ratios; writes the raw levels as JSON to
 ``~/.cache/surgelab-bench/peers_ceiling.json``.
@@ -34,6 +42,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from native_server import SERVERS, describe, reference_server
 from peers_common import (
     BENCH,
     HEADER,
@@ -48,7 +57,6 @@ from peers_common import (
 )  # fmt: skip
 
 from surgelab import __version__
-from surgelab.testing.process import scripted_server
 
 ALL = (
     "surgelab1",
@@ -138,6 +146,8 @@ def main() -> None:
     parser.add_argument("--tools", default=",".join(ALL), help="comma-separated: " + ",".join(ALL))
     parser.add_argument("--cpu-rate", type=float, default=100.0, help="rate of the CPU-per-request runs (0: skip)")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds at most per tool's search")
+    parser.add_argument("--server", choices=SERVERS, default="nginx",
+                        help="zero-delay reference server: nginx (native, default) or scripted (Python, aiohttp)")  # fmt: skip
     args = parser.parse_args()
     tools = [t for t in args.tools.split(",") if t]
 
@@ -156,8 +166,10 @@ def main() -> None:
         print(f"  {tool}: {info}")
 
     results: dict = {"machine": machine(), "versions": versions, "seconds": args.seconds, "tools": {}, "cpu": []}
-    with tempfile.TemporaryDirectory() as tmp, scripted_server() as url:
+    with tempfile.TemporaryDirectory() as tmp, reference_server(args.server) as url:
         base = url[: -len("/v1")]
+        results["server"] = describe(args.server)
+        print(f"server: {results['server']} at {base}")
         work = Path(tmp)
         ref = run_wrk(base, 5)
         results["wrk_before"] = {k: v for k, v in ref.items() if k != "raw"}
@@ -187,7 +199,7 @@ def main() -> None:
     for tool, c in ceilings.items():
         print(f"{tool:>10}: {c:7.0f} req/s ({t[tool]['criterion']})")
     wrk = max(results["wrk_before"].get("rps", 0), results["wrk_after"].get("rps", 0))
-    print(f"{'wrk':>10}: {wrk:7.0f} req/s (closed loop, the server's own limit on this machine)")
+    print(f"{'wrk':>10}: {wrk:7.0f} req/s (closed loop: what this server and wrk reach together here)")
     # like with like: each criterion's best Python peer
     crit = {k: v["criterion"] for k, v in t.items()}
     for mine, criterion in (("surgelab1", "lag"), ("surgelab1-achieved", "achieved")):

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from native_server import ensure_debian
+
 BENCH = Path.home() / ".cache" / "surgelab-bench"
 VENVS = BENCH / "venvs"
 HERE = Path(__file__).resolve().parent
@@ -185,10 +187,14 @@ def _pcts(values: list[float]) -> dict:
 
 
 def run_wrk(base: str, seconds: float, connections: int = 32) -> dict:
-    """wrk (closed loop, as fast as it goes): the physical reference for this server on this machine."""
-    if not shutil.which("wrk"):
-        return {"error": "wrk is not installed (apt-get install -y wrk)"}
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(HERE / "peers" / "wrk_stream.lua"),
+    """wrk (closed loop, as fast as it goes): the physical reference for this server on this machine.
+
+    wrk comes from Debian; it is installed with apt-get when missing (as root), like nginx.
+    """
+    exe, why = ensure_debian("wrk", ("wrk",))
+    if exe is None:
+        return {"error": why}
+    cmd = [exe, "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(HERE / "peers" / "wrk_stream.lua"),
            f"{base}/v1/chat/completions"]  # fmt: skip
     out = _run(cmd, seconds + 30).stdout
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
