@@ -24,10 +24,8 @@ import argparse
 import contextlib
 import json
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +33,7 @@ from pathlib import Path
 from peers_common import BENCH, HERE, RUNNERS, _pcts, ensure, load_average, machine, run_locust, run_surgelab
 
 from surgelab import __version__
+from surgelab.testing.child import ListeningChild
 
 TTFT_S, ITL_S, TOKENS = 0.200, 0.020, 16
 TRUTH = {"ttft": TTFT_S * 1000, "itl": ITL_S * 1000, "e2e": (TTFT_S + ITL_S * (TOKENS - 1)) * 1000}
@@ -45,21 +44,8 @@ ALL = ("surgelab", "guidellm", "aiperf", "locust", "vllm")
 def truth_server(ttft: float, itl: float) -> Iterator[str]:
     """The instrumented scripted server as a subprocess; yields its base URL."""
     cmd = [sys.executable, str(HERE / "peers" / "truth_server.py"), "--ttft", str(ttft), "--itl", str(itl)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        deadline, line = time.monotonic() + 30, ""
-        while time.monotonic() < deadline and "listening on" not in line and proc.poll() is None:
-            line = proc.stdout.readline() if proc.stdout else ""
-        if "listening on" not in line:
-            raise RuntimeError("the truth server did not start")
-        yield line.split("listening on ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    with ListeningChild(cmd, label="the truth server", startup_timeout=30) as server:
+        yield server.root_url
 
 
 def server_truth(base: str) -> dict[str, list[float]]:

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import selectors
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -33,88 +30,36 @@ from surgelab.runner import RunResult, run_scenario
 from surgelab.runner.loop import run_async
 from surgelab.scenario.loader import build_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.testing.process import ScriptedServerProcess
 
 TTFT_S = 0.2
 ITL_S = 0.02
 _START_TIMEOUT_S = 15.0
 
 
-@dataclass
-class ScriptedServer:
-    proc: subprocess.Popen
-    port: int
-    ttft: float
-    itl: float
+class ScriptedServer(ScriptedServerProcess):
+    """A session's scripted server: its ``url`` and what it counted."""
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return self.base_url
 
     def stats(self) -> dict[str, Any]:
         """Requests, distinct TCP connections and the last Authorization header seen."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as resp:
+        with urllib.request.urlopen(self.root_url + "/stats", timeout=5) as resp:
             return json.loads(resp.read())
-
-
-def _start_server(ttft: float, itl: float) -> ScriptedServer:
-    cmd = [
-        sys.executable,
-        "-m",
-        "surgelab.testing.scripted_server",
-        "--port",
-        "0",
-        "--ttft",
-        str(ttft),
-        "--itl",
-        str(itl),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    seen = []
-    try:
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=max(deadline - time.monotonic(), 0)):
-                break
-            line = proc.stdout.readline()
-            if not line:  # the server died
-                break
-            seen.append(line)
-            if m := re.search(r"listening on http://127\.0\.0\.1:(\d+)", line):
-                # keep reading what it prints: a full pipe would block the server in mid-session
-                threading.Thread(target=proc.stdout.read, daemon=True).start()
-                return ScriptedServer(proc, int(m[1]), ttft, itl)
-    finally:
-        selector.close()
-    _stop_server(proc)
-    raise RuntimeError(f"scripted server did not start: {''.join(seen)!r}")
-
-
-def _stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 @pytest.fixture(scope="session")
 def timed_server() -> Iterator[ScriptedServer]:
-    server = _start_server(TTFT_S, ITL_S)
-    yield server
-    _stop_server(server.proc)
+    with ScriptedServer(TTFT_S, ITL_S, startup_timeout=_START_TIMEOUT_S) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def zero_server() -> Iterator[ScriptedServer]:
-    server = _start_server(0.0, 0.0)
-    yield server
-    _stop_server(server.proc)
+    with ScriptedServer(0.0, 0.0, startup_timeout=_START_TIMEOUT_S) as server:
+        yield server
 
 
 def make_scenario(url: str, model: str = "ok", **sections: Any) -> Scenario:
