@@ -14,6 +14,16 @@ _FAULTS = "Faults"
 _ENGINE = "Engine"
 
 
+def _engine_override(help_text: str) -> Any:
+    """An optional flag (a whole number, at least 1) that overrides the profile's, listed under Engine in --help."""
+    return typer.Option(None, min=1, help=help_text, rich_help_panel=_ENGINE)
+
+
+def _fault_option(help_text: str) -> Any:
+    """An optional flag listed under Faults in --help."""
+    return typer.Option(None, help=help_text, rich_help_panel=_FAULTS)
+
+
 @app.command("serve")
 def serve_command(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default; any other needs --token-env)."),
@@ -27,49 +37,25 @@ def serve_command(
     typical_output_tokens: int = typer.Option(
         128, min=1, help="Median output length when the caller does not force one."
     ),
-    max_num_seqs: int | None = typer.Option(
-        None, min=1, help="Override: most sequences in the running batch.", rich_help_panel=_ENGINE
-    ),
-    kv_capacity: int | None = typer.Option(
-        None, min=1, help="Override: KV-cache capacity in tokens.", rich_help_panel=_ENGINE
-    ),
-    max_batched_tokens: int | None = typer.Option(
-        None, min=1, help="Override: token budget per step.", rich_help_panel=_ENGINE
-    ),
+    max_num_seqs: int | None = _engine_override("Override: most sequences in the running batch."),
+    kv_capacity: int | None = _engine_override("Override: KV-cache capacity in tokens."),
+    max_batched_tokens: int | None = _engine_override("Override: token budget per step."),
     prefix_caching: bool = typer.Option(
         True,
         "--prefix-caching/--no-prefix-caching",
         help="Reuse KV of shared prompt prefixes.",
         rich_help_panel=_ENGINE,
     ),
-    faults: Path | None = typer.Option(
-        None, help="YAML file of fault knobs; flags override it.", rich_help_panel=_FAULTS
-    ),
-    error_rate: str | None = typer.Option(
-        None, help="Fraction answered with an error, e.g. 2% or 0.02.", rich_help_panel=_FAULTS
-    ),
-    error_status: str | None = typer.Option(
-        None, help="Status of injected errors (default 500).", rich_help_panel=_FAULTS
-    ),
-    max_inflight: str | None = typer.Option(
-        None, help="Rate limit: 429 beyond this many requests in flight.", rich_help_panel=_FAULTS
-    ),
-    retry_after: str | None = typer.Option(None, help="Retry-After on a 429 (default 1s).", rich_help_panel=_FAULTS),
-    spike_probability: str | None = typer.Option(
-        None, help="Fraction of requests delayed by --spike-delay.", rich_help_panel=_FAULTS
-    ),
-    spike_delay: str | None = typer.Option(
-        None, help="Delay added by a latency spike, e.g. 500ms.", rich_help_panel=_FAULTS
-    ),
-    cold_start: str | None = typer.Option(
-        None, help="'Model load' time begun by the first request.", rich_help_panel=_FAULTS
-    ),
-    crash_after: str | None = typer.Option(
-        None, help="Exit (status 1) this long after start.", rich_help_panel=_FAULTS
-    ),
-    stall_after: str | None = typer.Option(
-        None, help="Stop answering anything this long after start.", rich_help_panel=_FAULTS
-    ),
+    faults: Path | None = _fault_option("YAML file of fault knobs; flags override it."),
+    error_rate: str | None = _fault_option("Fraction answered with an error, e.g. 2% or 0.02."),
+    error_status: str | None = _fault_option("Status of injected errors (default 500)."),
+    max_inflight: str | None = _fault_option("Rate limit: 429 beyond this many requests in flight."),
+    retry_after: str | None = _fault_option("Retry-After on a 429 (default 1s)."),
+    spike_probability: str | None = _fault_option("Fraction of requests delayed by --spike-delay."),
+    spike_delay: str | None = _fault_option("Delay added by a latency spike, e.g. 500ms."),
+    cold_start: str | None = _fault_option("'Model load' time begun by the first request."),
+    crash_after: str | None = _fault_option("Exit (status 1) this long after start."),
+    stall_after: str | None = _fault_option("Stop answering anything this long after start."),
 ) -> None:
     """Serve an OpenAI-compatible API backed by the engine model (Ctrl-C stops it)."""
     from surgelab.engine import ProfileError, load_profile
