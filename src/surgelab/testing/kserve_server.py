@@ -18,17 +18,14 @@ Run it with ``python -m surgelab.testing.kserve_server --port 0 --model NAME``; 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import math
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from surgelab.runner.loop import run_async
-from surgelab.testing.serving import serve_app
+from surgelab.testing.serving import run_until_interrupted, serve_app, server_argument_parser
 
 __all__ = ["make_app", "serve"]
 
@@ -104,14 +101,11 @@ async def serve(host: str, port: int, model: str, delay: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
+    parser = server_argument_parser(__doc__)
     parser.add_argument("--model", default="text")
     parser.add_argument("--delay", type=float, default=0.01, help="seconds each infer request takes")
     args = parser.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
-        run_async(serve(args.host, args.port, args.model, args.delay))
+    run_until_interrupted(serve(args.host, args.port, args.model, args.delay))
 
 
 if __name__ == "__main__":

@@ -21,16 +21,13 @@ tests can tell pooled keep-alive from a new connection per request, and the last
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import time
 
 import orjson
 from aiohttp import web
 
-from surgelab.runner.loop import run_async
-from surgelab.testing.serving import serve_app
+from surgelab.testing.serving import run_until_interrupted, serve_app, server_argument_parser
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["make_app", "serve"]
@@ -140,14 +137,11 @@ async def serve(host: str, port: int, ttft: float, itl: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
+    parser = server_argument_parser(__doc__)
     parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
     parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
     args = parser.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
-        run_async(serve(args.host, args.port, args.ttft, args.itl))
+    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl))
 
 
 if __name__ == "__main__":

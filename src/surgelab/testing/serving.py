@@ -1,15 +1,22 @@
 """Serve an aiohttp app on loopback until cancelled, announcing the port on stdout.
 
 The test servers print ``listening on http://HOST:PORT`` once they accept connections, which
-is how the process helpers learn a port the OS chose."""
+is how the process helpers learn a port the OS chose. Their command lines share
+``server_argument_parser`` and ``run_until_interrupted``."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any
 
 from aiohttp import web
 
-__all__ = ["serve_app"]
+from surgelab.runner.loop import run_async
+
+__all__ = ["run_until_interrupted", "serve_app", "server_argument_parser"]
 
 
 async def serve_app(app: web.Application, host: str, port: int, backlog: int = 4096) -> None:
@@ -22,3 +29,18 @@ async def serve_app(app: web.Application, host: str, port: int, backlog: int = 4
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+
+
+def server_argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A test server's command line so far: the first line of ``doc`` as its description,
+    ``--host`` (loopback by default) and ``--port`` (0 by default: one the OS picks)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    return parser
+
+
+def run_until_interrupted(server: Coroutine[Any, Any, None]) -> None:
+    """Run ``server`` on surgelab's event loop; Ctrl-C ends it quietly."""
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(server)
