@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,14 +30,19 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-def seconds_option(value: str | None, flag: str) -> float | None:
-    """A duration flag (``30s``, ``250ms``) in seconds; a one-line error naming the flag otherwise."""
+def parsed_option(value: str | None, flag: str, parse: Callable[[str], float]) -> float | None:
+    """A flag's text through ``parse`` (None stays None); a one-line error naming the flag otherwise."""
     if value is None:
         return None
     try:
-        return parse_duration(value)
+        return parse(value)
     except ValueError as exc:
         raise fail(f"{flag}: {exc}") from None
+
+
+def seconds_option(value: str | None, flag: str) -> float | None:
+    """A duration flag (``30s``, ``250ms``) in seconds; a one-line error naming the flag otherwise."""
+    return parsed_option(value, flag, parse_duration)
 
 
 def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:

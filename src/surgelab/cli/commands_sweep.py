@@ -13,17 +13,13 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import _dashboard, fail, load_or_exit, seconds_option
+from surgelab.cli.commands_run import _dashboard, fail, load_or_exit, parsed_option, seconds_option
 from surgelab.units import parse_ratio
 
 
 def _ratio(value: str | None, flag: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_ratio(value)
-    except ValueError as exc:
-        raise fail(f"{flag}: {exc}") from None
+    """A ratio flag (``1%``, ``0.01``) as a fraction; a one-line error naming the flag otherwise."""
+    return parsed_option(value, flag, parse_ratio)
 
 
 def _levels(text: str | None) -> list[float] | None:
