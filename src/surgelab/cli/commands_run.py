@@ -123,18 +123,24 @@ def run(
         None, help="Prometheus endpoint to scrape during the run, e.g. http://127.0.0.1:8000/metrics (repeatable)."
     ),
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
-    prometheus_host: str = typer.Option("127.0.0.1", help="Address for --prometheus-port (loopback by default; any other needs --prometheus-token-env)."),
+    prometheus_host: str = typer.Option(
+        "127.0.0.1", help="Address for --prometheus-port (loopback by default; any other needs --prometheus-token-env)."
+    ),
     prometheus_token_env: str | None = typer.Option(
         None, help="NAME of an environment variable holding a token scrapes must send (Authorization: Bearer TOKEN)."
     ),
-    workers: int = typer.Option(1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."),
+    workers: int = typer.Option(
+        1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."
+    ),
     ray: str | None = typer.Option(None, help="Run the workers as Ray actors: a cluster address, 'auto', or 'local'."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
     dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
     unlimited: bool = typer.Option(
-        False, "--i-know-what-i-am-doing", help="Lift the caps on rate, users and duration (guards; docs/reliability.md)."
+        False,
+        "--i-know-what-i-am-doing",
+        help="Lift the caps on rate, users and duration (guards; docs/reliability.md).",
     ),
 ) -> None:
     """Run load against a target and record every request.
@@ -163,8 +169,12 @@ def run(
     try:
         raise typer.Exit(
             execute(
-                scenario, console=Console(stderr=False), quiet=quiet,
-                observers=[*observers, board] if board else observers, workers=workers, ray=ray,
+                scenario,
+                console=Console(stderr=False),
+                quiet=quiet,
+                observers=[*observers, board] if board else observers,
+                workers=workers,
+                ray=ray,
             )  # fmt: skip
         )
     finally:
@@ -242,7 +252,9 @@ def execute(
             return run_with_workers(
                 scenario, run_dir, workers, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers
             )
-        return run_scenario(scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers)
+        return run_scenario(
+            scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers
+        )
 
     try:
         if view is not None:
@@ -308,7 +320,8 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
     """Check a scenario file; print every problem with its line number."""
     scenario = load_or_exit(scenario_file, {})
     phases = "; ".join(
-        f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s" for p in scenario.phase_list
+        f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
+        for p in scenario.phase_list
     )
     print(f"{scenario_file}: ok — {scenario.name} against {scenario.target.base_url} — {phases}")
 
@@ -328,7 +341,9 @@ def schema(
 
 
 @app.command("summarize")
-def summarize_command(run_dir: Path = typer.Argument(..., metavar="RUN", help="A run directory, finished or not.")) -> None:
+def summarize_command(
+    run_dir: Path = typer.Argument(..., metavar="RUN", help="A run directory, finished or not."),
+) -> None:
     """Rebuild summary.json (and the report) from a run directory's records — after a crash too."""
     from surgelab.report.terminal import print_summary
     from surgelab.runner.run import write_summary
