@@ -56,27 +56,29 @@ class OpenAIClient:
         """The JSON body for ``spec``; public so previews and tests can show it."""
         return orjson.loads(self.kinds[self.kind_of(spec)].call(spec).data)
 
-    async def send(self, spec: RequestSpec, out: Outcome) -> None:
+    async def send(self, spec: RequestSpec, out: Outcome, at_ns: int | None = None) -> None:
+        """Send ``spec`` (its bytes ready, then sent at ``at_ns`` if that is still ahead) into ``out``."""
         kind = self.kind_of(spec)
         if kind == "flow":
-            await self._flow(spec, out)
+            await self._flow(spec, out, at_ns)
             return
         out.kind = kind
         out.prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
         out.input_units = spec.input_units
         handler = self.kinds[kind]
-        await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read)
+        await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read, at_ns)
         if not spec.keep_text:
             out.text = None
 
-    async def _flow(self, spec: RequestSpec, out: Outcome) -> None:
+    async def _flow(self, spec: RequestSpec, out: Outcome, at_ns: int | None) -> None:
         """The steps one after another; the chain is one record, each step's time in ``step_ms``."""
         out.kind, out.input_units, out.step_ms = "flow", float(len(spec.steps)), []
         prompt_tokens = 0
         step = Outcome()
         for step_spec in spec.steps:
             step = Outcome()
-            await self.send(step_spec, step)
+            await self.send(step_spec, step, at_ns)
+            at_ns = None
             if out.sent_ns is None:
                 out.sent_ns, out.first_byte_ns = step.sent_ns, step.first_byte_ns
             if step.sent_ns is not None and step.end_ns is not None:

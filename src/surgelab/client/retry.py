@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
-
 from surgelab.client.transport import HttpCall, Reader, Transport
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Retry
@@ -64,11 +62,13 @@ class Retrier:
             wait = max(wait, retry_after_s)
         return wait
 
-    async def exchange(self, transport: Transport, call: HttpCall, out: Outcome, read: Reader) -> None:
+    async def exchange(
+        self, transport: Transport, call: HttpCall, out: Outcome, read: Reader, at_ns: int | None = None
+    ) -> None:
         self.budget.firsts += 1
-        await transport.exchange(call, out, read)
+        await transport.exchange(call, out, read, at_ns)
         policy = self.policy
-        if policy is None or isinstance(call.data, aiohttp.FormData):
+        if policy is None:
             return
         first_sent = out.sent_ns
         while (

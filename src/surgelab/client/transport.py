@@ -15,18 +15,25 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
-
-import aiohttp
+from secrets import token_hex
 
 from surgelab._compat import timeout_at
+from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, Response
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 
-__all__ = ["HttpCall", "Transport", "ProtocolError", "Reader", "read_body", "retry_after_seconds"]
+__all__ = [
+    "HttpCall",
+    "Transport",
+    "ProtocolError",
+    "Reader",
+    "multipart",
+    "read_body",
+    "retry_after_seconds",
+    "wait_until",
+]
 
 _SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
-_CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError)
 
 
 class ProtocolError(Exception):
@@ -38,19 +45,21 @@ class HttpCall:
     """One HTTP request, ready to send."""
 
     url: str
-    data: Any = None  # bytes, or an aiohttp.FormData for multipart
+    data: bytes | None = None
     method: str = "POST"
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Reader = Callable[[aiohttp.ClientResponse, Outcome, Callable[[], None]], Awaitable[None]]
+Reader = Callable[[Response, Outcome, Callable[[], None]], Awaitable[None]]
 """Reads a successful response into the outcome; calls its third argument at the first content."""
 
 
 class Transport:
-    """The aiohttp session every kind sends through; use as an async context manager."""
+    """The connection pool every kind sends through (``client/http1.py``); use as an async context manager."""
 
-    def __init__(self, target: Target, clock: Callable[[], int], api_key: str | None = None, pool_size: int = 0) -> None:
+    def __init__(
+        self, target: Target, clock: Callable[[], int], api_key: str | None = None, pool_size: int = 0
+    ) -> None:
         self.target = target
         self.clock = clock
         self.headers = {"Content-Type": "application/json", **target.headers}
@@ -62,36 +71,36 @@ class Transport:
                 secrets.update((value, value.split()[-1] if value.split() else ""))
         self._secrets = sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True)
         self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
 
     async def __aenter__(self) -> Transport:
-        connector = aiohttp.TCPConnector(
+        self._pool = HttpPool(
+            self.headers,
             limit=self._pool_size,
-            force_close=self.target.connection == "close",
-            enable_cleanup_closed=True,
-        )
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.target.timeouts.connect)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, headers=self.headers, auto_decompress=True
+            connect_timeout=self.target.timeouts.connect,
+            keep_alive=self.target.connection != "close",
         )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
-    async def exchange(self, call: HttpCall, out: Outcome, read: Reader) -> None:
-        """Send ``call`` and let ``read`` take the response; every failure ends in ``out.state``."""
-        assert self._session is not None, "use the client as an async context manager"
+    async def exchange(self, call: HttpCall, out: Outcome, read: Reader, at_ns: int | None = None) -> None:
+        """Send ``call`` (not before ``at_ns``) and let ``read`` take the response; every failure ends in ``out.state``."""
+        assert self._pool is not None, "use the client as an async context manager"
         timeouts = self.target.timeouts
         clock = self.clock
+        exchange = self._pool.request(call.method, call.url, call.data, call.headers)
+        if at_ns is not None:
+            await wait_until(clock, at_ns)
         started = asyncio.get_running_loop().time()
         out.sent_ns = clock()
         stage = "first token"
         try:
             async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
-                async with self._session.request(call.method, call.url, data=call.data, headers=call.headers or None) as resp:
+                async with exchange as resp:
                     out.first_byte_ns = clock()
                     out.http_status = resp.status
                     if resp.status >= 400:
@@ -101,7 +110,7 @@ class Transport:
                         return
                     await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
                     stage = "total"
-        except aiohttp.ServerTimeoutError as exc:  # aiohttp's own (connect) timeout
+        except ConnectTimeout as exc:
             out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
         except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 async_timeout raises this, not the builtin
             if out.first_token_ns is not None:
@@ -110,9 +119,9 @@ class Transport:
             out.fail(State.TIMEOUT, f"{stage} timeout after {limit:g}s", clock())
         except ProtocolError as exc:
             out.fail(State.PROTOCOL_ERROR, str(exc), clock())
-        except aiohttp.ClientResponseError as exc:  # the bytes back were not valid HTTP
-            out.fail(State.PROTOCOL_ERROR, f"invalid HTTP response: {exc.message}", clock())
-        except _CONNECTION_ERRORS as exc:
+        except InvalidResponse as exc:  # the bytes back were not valid HTTP
+            out.fail(State.PROTOCOL_ERROR, str(exc), clock())
+        except OSError as exc:
             out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
         finally:
             if out.error:
@@ -125,7 +134,7 @@ class Transport:
         return text
 
 
-async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+async def read_body(resp: Response, limit: int) -> bytes:
     """The whole body, but never more than ``limit`` bytes in memory (``target.max_response_bytes``)."""
     if resp.content_length is not None and resp.content_length > limit:
         raise ProtocolError(f"response body of {resp.content_length} bytes is over max_response_bytes ({limit})")
@@ -135,6 +144,36 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
         if len(body) > limit:
             raise ProtocolError(f"response body over max_response_bytes ({limit})")
     return bytes(body)
+
+
+SPIN_NS = 1_200_000
+
+
+async def wait_until(clock: Callable[[], int], at_ns: int) -> None:
+    """Sleep until ``at_ns`` on ``clock``, to within microseconds rather than the timer's millisecond.
+
+    The event loop's timers wake up to a millisecond late (uvloop counts in whole
+    milliseconds), which a TTFT measured from the intended send time would include; so the
+    last ``SPIN_NS`` are spent yielding to the loop, which still serves every other request.
+    """
+    while (left := at_ns - clock()) > 0:
+        await asyncio.sleep((left - SPIN_NS) / 1e9 if left > SPIN_NS else 0)
+
+
+def multipart(fields: Mapping[str, str | tuple[bytes, str, str]]) -> tuple[bytes, str]:
+    """A multipart/form-data body and its Content-Type; a field is text or (bytes, filename, content type)."""
+    boundary = f"surgelab-{token_hex(12)}"
+    parts = []
+    for name, value in fields.items():
+        if isinstance(value, tuple):
+            data, filename, content_type = value
+            head = (
+                f'Content-Disposition: form-data; name="{name}"; filename="{filename}"\r\nContent-Type: {content_type}'
+            )
+        else:
+            data, head = value.encode(), f'Content-Disposition: form-data; name="{name}"'
+        parts.append(f"--{boundary}\r\n{head}\r\n\r\n".encode() + data + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
 def retry_after_seconds(value: str | None) -> float | None:

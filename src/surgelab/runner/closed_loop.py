@@ -16,7 +16,7 @@ import numpy as np
 
 from surgelab.load.shapes import Steady
 from surgelab.runner.conversation import converse
-from surgelab.runner.execution import MAX_NAP_S, SECOND, Execution
+from surgelab.runner.execution import LEAD_NS, MAX_NAP_S, SECOND, Execution
 from surgelab.runner.phases import PhasePlan
 
 __all__ = ["run_closed_loop"]
@@ -42,9 +42,9 @@ async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_ord
         think_time = profile.cls.think_time or load.think_time
     ready = plan.start_ns + (int(load.ramp_up * SECOND * user / users) if steady else 0)
     while not ex.stop.requested and ready < plan.end_ns:
-        if not await ex.sleep_until(ready):
+        if not await ex.sleep_until(ready - LEAD_NS):
             return
-        if not steady and user >= plan.level_at(ex.clock()):
+        if not steady and user >= plan.level_at(max(ex.clock(), ready)):
             ready = ex.clock() + int(MAX_NAP_S * SECOND)  # not active now: look again shortly
             continue
         await converse(ex, plan, next(issue_order), ready, user, profile)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from surgelab.metrics.record import State
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.execution import SECOND, Execution
+from surgelab.runner.execution import LEAD_NS, SECOND, Execution
 from surgelab.runner.phases import PhasePlan
 from surgelab.workload.request import RequestSpec
 
@@ -48,7 +48,7 @@ async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, us
     for turn in range(1, conversation.turns + 1):
         if turn > 1:
             intended = ex.clock() + int(conversation.think_s[turn - 2] * SECOND)
-            if intended >= plan.end_ns or not await ex.sleep_until(intended):
+            if intended >= plan.end_ns or not await ex.sleep_until(intended - LEAD_NS):
                 return
             spec = sampler.next_turn(index, first, conversation, turn, history)
         out = await ex.execute(meta_for(plan, index, spec, intended, user, turn), spec)

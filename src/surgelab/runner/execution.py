@@ -25,10 +25,11 @@ from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import load_tokenizer
 
-__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S"]
+__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS"]
 
 SECOND = 1_000_000_000
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
+LEAD_NS = 3_000_000  # a request is prepared this long before it is due, then sent on time
 
 
 class Observer(Protocol):
@@ -92,13 +93,17 @@ class Execution:
         self.observers = (*observers, self.guard)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
-        self.client = OpenAIClient(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
+        self.client = OpenAIClient(
+            scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size)
+        )
         self.clients: dict[str, OpenAIClient] = {}  # route mode: one per named target
         self.router: Router | None = None
         if scenario.targets and scenario.routing.mode == "route":
             for target in scenario.targets:
                 key = os.environ.get(target.api_key_env) if target.api_key_env else None
-                self.clients[target.name] = OpenAIClient(target, self.clock, self.tokenizer, key, shard.share(pool_size))
+                self.clients[target.name] = OpenAIClient(
+                    target, self.clock, self.tokenizer, key, shard.share(pool_size)
+                )
             routing = scenario.routing
             self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
@@ -149,7 +154,12 @@ class Execution:
         self.record(meta, Outcome(state=State.DROPPED, error=why, attempts=0))
 
     async def execute(self, meta: RecordMeta, spec: RequestSpec, out: Outcome | None = None) -> Outcome:
-        """Send one request and record it, whatever happens (cancellation included)."""
+        """Send one request at its intended time (or at once, if that has passed) and record it, whatever happens.
+
+        Callers start it up to ``LEAD_NS`` early, so the prompt and the request's bytes are
+        ready when it is due: what the schedule lag then shows is the client's lateness, not
+        its preparation.
+        """
         out = out or Outcome()
         self.live.scheduled += 1
         self.live.on_send(self.clock())
@@ -160,7 +170,7 @@ class Execution:
             target = out.target = self.router.pick(meta.id)
             client = self.clients[target]
         try:
-            await client.send(spec, out)
+            await client.send(spec, out, meta.intended_ns)
         except asyncio.CancelledError:
             out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
             raise

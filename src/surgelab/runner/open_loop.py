@@ -1,8 +1,9 @@
 """Open loop: requests leave at their scheduled times, whatever the latency.
 
-The whole schedule is computed before the phase starts. The loop sleeps until the next
-intended time and fires every request that is due in one go, so a late wake-up never shifts
-later requests (no coordinated omission). A request that would exceed ``max_in_flight`` is
+The whole schedule is computed before the phase starts. The loop sleeps until shortly before
+the next intended time and starts every request due by then in one go; each is prepared and
+then sent at its own intended time, and a late wake-up never shifts later requests (no
+coordinated omission). A request that would exceed ``max_in_flight`` is
 recorded as dropped, never delayed. An arrival of a class with sessions starts a whole
 conversation, which counts as one in flight.
 """
@@ -14,7 +15,7 @@ import asyncio
 import numpy as np
 
 from surgelab.runner.conversation import converse, meta_for
-from surgelab.runner.execution import Execution
+from surgelab.runner.execution import LEAD_NS, Execution
 from surgelab.runner.phases import PhasePlan, open_loop_offsets
 
 __all__ = ["run_open_loop"]
@@ -35,13 +36,16 @@ async def run_open_loop(ex: Execution, plan: PhasePlan) -> None:
 
     j, n = 0, len(offsets)
     while j < n and not ex.stop.requested:
-        if not await ex.sleep_until(int(offsets[j])):
+        if not await ex.sleep_until(int(offsets[j]) - LEAD_NS):
             break
-        now = ex.clock()
-        while j < n and offsets[j] <= now:  # everything that is due, at once
+        soon = ex.clock() + LEAD_NS
+        while j < n and offsets[j] <= soon:  # everything due now or within the lead, at once
             intended, i = int(offsets[j]), int(indices[j])
             if in_flight >= limit:
-                ex.drop(meta_for(plan, i, plan.sampler.spec(i), intended, -1), f"max_in_flight ({load.max_in_flight}) reached")
+                ex.drop(
+                    meta_for(plan, i, plan.sampler.spec(i), intended, -1),
+                    f"max_in_flight ({load.max_in_flight}) reached",
+                )
             else:
                 in_flight += 1
                 ex.spawn(converse(ex, plan, i, intended)).add_done_callback(done)

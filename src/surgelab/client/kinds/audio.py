@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aiohttp
 import orjson
 
+from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body, read_json
-from surgelab.client.transport import HttpCall, ProtocolError
+from surgelab.client.transport import HttpCall, ProtocolError, multipart
 from surgelab.metrics.record import Outcome, State
 from surgelab.workload.request import RequestSpec
 
@@ -27,16 +27,17 @@ class Transcription:
 
     def call(self, spec: RequestSpec) -> HttpCall:
         data, filename, _seconds = spec.payload
-        form = aiohttp.FormData()
-        form.add_field("file", data, filename=filename, content_type="audio/wav")
-        form.add_field("model", self.ctx.target.model)
-        form.add_field("response_format", "json")
+        fields: dict[str, str | tuple[bytes, str, str]] = {
+            "file": (data, filename, "audio/wav"),
+            "model": self.ctx.target.model,
+            "response_format": "json",
+        }
         for name, value in {**self.ctx.target.extra_body, **spec.extra}.items():
-            form.add_field(name, value if isinstance(value, str) else orjson.dumps(value).decode())
-        payload = form()
-        return HttpCall(self.ctx.url("/audio/transcriptions"), payload, headers={"Content-Type": payload.content_type})
+            fields[name] = value if isinstance(value, str) else orjson.dumps(value).decode()
+        body, content_type = multipart(fields)
+        return HttpCall(self.ctx.url("/audio/transcriptions"), body, headers={"Content-Type": content_type})
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         body = await read_json(resp, out, self.ctx, "transcription")
         try:
             text = body["text"]
@@ -64,7 +65,7 @@ class Speech:
         body = {"model": self.ctx.target.model, "input": spec.prompt, "voice": "alloy", "response_format": "wav"}
         return HttpCall(self.ctx.url("/audio/speech"), json_body(self.ctx, body, spec))
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         clock, head, size = self.ctx.clock, b"", 0
         async for chunk in resp.content.iter_any():
             now = clock()

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
 import orjson
 
+from surgelab.client.http1 import Response
 from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
@@ -40,7 +40,7 @@ class Kind(Protocol):
 
     def call(self, spec: RequestSpec) -> HttpCall: ...
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None: ...
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None: ...
 
 
 def json_body(ctx: KindContext, body: dict[str, Any], spec: RequestSpec) -> bytes:
@@ -50,7 +50,7 @@ def json_body(ctx: KindContext, body: dict[str, Any], spec: RequestSpec) -> byte
     return orjson.dumps(body)
 
 
-async def read_json(resp: aiohttp.ClientResponse, out: Outcome, ctx: KindContext, what: str) -> Any:
+async def read_json(resp: Response, out: Outcome, ctx: KindContext, what: str) -> Any:
     """A whole JSON response; the end time is when its last byte arrived."""
     raw = await read_body(resp, ctx.target.max_response_bytes)
     out.end_ns = ctx.clock()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 
+from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext
 from surgelab.client.transport import HttpCall
 from surgelab.metrics.record import Outcome, State
@@ -39,7 +39,7 @@ class Http:
         data = None if body is None else orjson.dumps(fill(body, values))
         return HttpCall(url, data, method=method, headers=headers)
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         size = 0
         async for chunk in resp.content.iter_any():
             size += len(chunk)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aiohttp
-
+from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body, read_json
 from surgelab.client.transport import HttpCall, ProtocolError
 from surgelab.metrics.record import Outcome
@@ -26,7 +25,7 @@ class ImageGeneration:
                 "response_format": "b64_json"}  # fmt: skip
         return HttpCall(self.ctx.url("/images/generations"), json_body(self.ctx, body, spec))
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         body = await read_json(resp, out, self.ctx, "image generation")
         try:
             images = body["data"]

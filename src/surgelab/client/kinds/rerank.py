@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aiohttp
-
+from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body, read_json
 from surgelab.client.transport import HttpCall, ProtocolError
 from surgelab.metrics.record import Outcome
@@ -24,7 +23,7 @@ class Rerank:
         body = {"model": self.ctx.target.model, "query": spec.prompt, "documents": list(spec.payload or ())}
         return HttpCall(self.ctx.url("/rerank"), json_body(self.ctx, body, spec))
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         body = await read_json(resp, out, self.ctx, "rerank")
         try:
             results = body["results"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import orjson
 
+from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body
 from surgelab.client.sse import SSEError, SSEParser
 from surgelab.client.transport import HttpCall, ProtocolError, read_body
@@ -51,15 +51,20 @@ class _Generation:
     def call(self, spec: RequestSpec) -> HttpCall:
         return HttpCall(self.ctx.url(self.path), json_body(self.ctx, self.body(spec), spec))
 
-    async def read(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         if self.ctx.target.stream:
             await self._read_stream(resp, out, on_first)
         else:
             await self._read_whole(resp, out)
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, out: Outcome, on_first: Callable[[], None]) -> None:
+    async def _read_stream(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         limit = self.ctx.target.max_response_bytes
-        clock, parser, pieces, tokens = self.ctx.clock, SSEParser(max_line=min(limit, 8 * 1024 * 1024)), [], out.token_ns
+        clock, parser, pieces, tokens = (
+            self.ctx.clock,
+            SSEParser(max_line=min(limit, 8 * 1024 * 1024)),
+            [],
+            out.token_ns,
+        )
         done = finished = False
         size = 0
         usage = None
@@ -92,7 +97,7 @@ class _Generation:
             raise ProtocolError("stream ended before [DONE] or a finish_reason")
         account(self.ctx, out, usage, pieces)
 
-    async def _read_whole(self, resp: aiohttp.ClientResponse, out: Outcome) -> None:
+    async def _read_whole(self, resp: Response, out: Outcome) -> None:
         raw = await read_body(resp, self.ctx.target.max_response_bytes)
         out.end_ns = out.first_token_ns = self.ctx.clock()
         try:

@@ -1,0 +1,183 @@
+"""The lean HTTP/1.1 client (client/http1.py) against raw loopback servers that answer byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+
+import pytest
+
+from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, ServerDisconnected
+from surgelab.client.transport import multipart, wait_until
+from surgelab.runner.loop import run_async
+
+
+async def _serve(answer, requests: list[bytes]):
+    """A raw server: collects each request's bytes, then lets ``answer(writer, n)`` reply."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")),
+                0,
+            )
+            body = await reader.readexactly(length)
+            requests.append(head + body)
+            if not await answer(writer, len(requests)):
+                writer.close()
+                return
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def _run(answer, client):
+    requests: list[bytes] = []
+
+    async def main():
+        server, url = await _serve(answer, requests)
+        async with server:
+            return await client(url)
+
+    return run_async(main()), requests
+
+
+async def _get(pool: HttpPool, url: str, body: bytes = b"{}") -> tuple[int, bytes]:
+    async with pool.request("POST", url, body) as resp:
+        return resp.status, await resp.read()
+
+
+def test_content_length_chunked_and_close_delimited_bodies_on_one_pool():
+    async def answer(writer, n):
+        if n == 1:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        elif n == 2:
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
+        await writer.drain()
+        return n < 3
+
+    async def client(url):
+        pool = HttpPool({"Authorization": "Bearer k"})
+        got = [await _get(pool, url + "/v1/x") for _ in range(3)]
+        opened = pool.open_connections
+        await pool.close()
+        return got, opened
+
+    (got, opened), requests = _run(answer, client)
+    assert got == [(200, b"hello"), (200, b"abcde"), (200, b"until the end")]
+    assert opened == 0  # the close-delimited answer's connection is not kept
+    assert requests[0].startswith(b"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"Authorization: Bearer k\r\n" in requests[0] and requests[0].endswith(b"Content-Length: 2\r\n\r\n{}")
+    assert len(requests) == 3
+
+
+def test_keep_alive_reuses_one_connection_and_the_limit_queues_requests():
+    connections = []
+
+    async def answer(writer, n):
+        connections.append(id(writer.transport))
+        await asyncio.sleep(0.05)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    async def client(url):
+        pool = HttpPool({}, limit=2)
+        started = time.perf_counter()
+        got = await asyncio.gather(*(_get(pool, url) for _ in range(6)))
+        took = time.perf_counter() - started
+        await pool.close()
+        return got, took
+
+    (got, took), _ = _run(answer, client)
+    assert got == [(200, b"ok")] * 6
+    assert len(set(connections)) == 2  # never more than the limit, each reused
+    assert took >= 0.15  # 6 requests of 50 ms, two at a time
+
+
+def test_gzip_body_is_decoded_and_read_n_keeps_the_rest():
+    payload = gzip.compress(b"0123456789" * 100)
+
+    async def answer(writer, n):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+        await writer.drain()
+        return True
+
+    async def client(url):
+        pool = HttpPool({})
+        async with pool.request("GET", url) as resp:
+            head, rest = await resp.read(15), await resp.read()
+        await pool.close()
+        return head, rest
+
+    (head, rest), requests = _run(answer, client)
+    assert head == b"012345678901234" and head + rest == b"0123456789" * 100
+    assert b"Content-Length" not in requests[0]  # a GET without a body says nothing about one
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", ServerDisconnected),
+        (b"NOT HTTP AT ALL\r\n\r\n", InvalidResponse),
+        (b"", ServerDisconnected),
+    ],
+)
+def test_broken_answers_raise_the_error_that_names_them(reply, error):
+    async def answer(writer, n):
+        writer.write(reply)
+        await writer.drain()
+        return False  # and close
+
+    async def client(url):
+        pool = HttpPool({})
+        try:
+            await _get(pool, url)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            return exc
+        finally:
+            await pool.close()
+
+    exc, _ = _run(answer, client)
+    assert isinstance(exc, error), exc
+
+
+def test_connect_timeout_is_its_own_error():
+    async def client():
+        pool = HttpPool({}, connect_timeout=0.000001)
+        try:
+            async with pool.request("GET", "http://127.0.0.1:9/"):
+                pass
+        except (ConnectTimeout, OSError) as exc:
+            return exc
+        finally:
+            await pool.close()
+
+    assert isinstance(run_async(client()), (ConnectTimeout, ConnectionRefusedError))
+
+
+def test_multipart_body_has_every_field():
+    body, content_type = multipart({"file": (b"RIFFdata", "a.wav", "audio/wav"), "model": "whisper"})
+    boundary = content_type.split("boundary=")[1]
+    assert content_type.startswith("multipart/form-data; boundary=")
+    assert body.startswith(f"--{boundary}\r\n".encode()) and body.endswith(f"--{boundary}--\r\n".encode())
+    assert b'name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\nRIFFdata\r\n' in body
+    assert b'name="model"\r\n\r\nwhisper\r\n' in body
+
+
+def test_wait_until_is_never_early_and_rarely_late():
+    async def main():
+        lateness = []
+        for k in range(40):
+            due = time.perf_counter_ns() + 2_000_000 + k * 37_000
+            await wait_until(time.perf_counter_ns, due)
+            lateness.append(time.perf_counter_ns() - due)
+        return sorted(lateness)
+
+    lateness = run_async(main())
+    assert lateness[0] >= 0
+    assert lateness[len(lateness) // 2] < 500_000  # the median wake-up is well inside the timer's millisecond
