@@ -20,7 +20,11 @@ async def _serve(answer, requests: list[bytes]):
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next(
-                (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")),
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
                 0,
             )
             body = await reader.readexactly(length)
@@ -103,7 +107,9 @@ def test_gzip_body_is_decoded_and_read_n_keeps_the_rest():
     payload = gzip.compress(b"0123456789" * 100)
 
     async def answer(writer, n):
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload
+        )
         await writer.drain()
         return True
 
