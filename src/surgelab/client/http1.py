@@ -30,6 +30,7 @@ __all__ = ["ConnectTimeout", "HttpPool", "InvalidResponse", "Response", "ServerD
 
 _USER_AGENT = f"surgelab/{__version__}"
 _HIGH_WATER = 1 << 20  # bytes buffered before reading from the socket pauses
+_FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding"))
 
 
 class ConnectTimeout(Exception):
@@ -109,7 +110,7 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.response.raw_headers.append((name.decode("latin-1"), value.decode("latin-1")))  # type: ignore[union-attr]
+        self.response.raw_headers.append((name, value))  # type: ignore[union-attr]
 
     def on_headers_complete(self) -> None:
         self.response.headers_ready(self.parser.get_status_code(), self.parser.should_keep_alive())  # type: ignore[union-attr]
@@ -161,8 +162,9 @@ class Response:
         self._conn = conn
         self._head_only = head_only
         self.status = 0
-        self.raw_headers: list[tuple[str, str]] = []
-        self.headers: CIMultiDict[str] = CIMultiDict()
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.content_length: int | None = None
+        self._headers: CIMultiDict[str] | None = None
         self.keep_alive = False
         self.complete = False
         self.until_close = False
@@ -181,19 +183,23 @@ class Response:
         return self
 
     @property
-    def content_length(self) -> int | None:
-        value = self.headers.get("Content-Length")
-        return int(value) if value is not None and value.isdigit() else None
+    def headers(self) -> CIMultiDict[str]:
+        """Decoded on first use: most successful responses never need them."""
+        if self._headers is None:
+            self._headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw_headers)
+        return self._headers
 
     def headers_ready(self, status: int, keep_alive: bool) -> None:
-        self.headers = CIMultiDict(self.raw_headers)
-        encoding = self.headers.get("Content-Encoding", "identity").lower()
-        if encoding in ("gzip", "x-gzip", "deflate"):
+        framing = {k.lower(): v for k, v in self.raw_headers if k.lower() in _FRAMING}
+        encoding = framing.get(b"content-encoding", b"identity").strip().lower()
+        if encoding in (b"gzip", b"x-gzip", b"deflate"):
             self._decoder = zlib.decompressobj(wbits=47)  # a gzip or a zlib header, detected
-        elif encoding != "identity":
-            self.error = InvalidResponse(f"unsupported Content-Encoding {encoding!r}")
+        elif encoding != b"identity":
+            self.error = InvalidResponse(f"unsupported Content-Encoding {encoding.decode('latin-1')!r}")
+        length = framing.get(b"content-length", b"").strip()
+        self.content_length = int(length) if length.isdigit() else None
         no_body = self._head_only or status in (204, 304)
-        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        chunked = b"chunked" in framing.get(b"transfer-encoding", b"").lower()
         self.until_close = not (no_body or chunked or self.content_length is not None)
         self.status, self.keep_alive = status, keep_alive
         if no_body:
@@ -302,6 +308,7 @@ class HttpPool:
         self._keep_alive = keep_alive
         self._idle: dict[tuple[bool, str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
+        self._connecting = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._tls: ssl.SSLContext | None = None
 
@@ -333,7 +340,7 @@ class HttpPool:
                 if conn.reusable:
                     return conn
                 self._open.discard(conn)
-            if not self._limit or len(self._open) < self._limit:
+            if not self._limit or len(self._open) + self._connecting < self._limit:
                 return await self._connect(endpoint)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -349,8 +356,7 @@ class HttpPool:
         context = None
         if tls:
             context = self._tls = self._tls or ssl.create_default_context()
-        placeholder = _Connection(loop)  # holds the slot while connecting, so the limit counts it
-        self._open.add(placeholder)
+        self._connecting += 1  # the slot counts against the limit while the connection is made
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
@@ -361,7 +367,7 @@ class HttpPool:
         except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 wait_for raises this, not the builtin
             raise ConnectTimeout(f"no connection to {host}:{port}") from None
         finally:
-            self._open.discard(placeholder)
+            self._connecting -= 1
             self._wake_one()
         self._open.add(conn)
         return conn
