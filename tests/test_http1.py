@@ -9,7 +9,8 @@ import time
 import pytest
 
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, ServerDisconnected
-from surgelab.client.transport import multipart, wait_until
+from surgelab.client.timer import SendTimer
+from surgelab.client.transport import multipart
 from surgelab.runner.loop import run_async
 
 
@@ -175,15 +176,29 @@ def test_multipart_body_has_every_field():
     assert b'name="model"\r\n\r\nwhisper\r\n' in body
 
 
-def test_wait_until_is_never_early_and_rarely_late():
+@pytest.mark.parametrize("timerfd", [True, False])
+def test_send_timer_is_never_early_and_rarely_late(timerfd):
     async def main():
+        timer = SendTimer()
+        if timerfd:
+            timer.open()
         lateness = []
-        for k in range(40):
-            due = time.perf_counter_ns() + 2_000_000 + k * 37_000
-            await wait_until(time.perf_counter_ns, due)
-            lateness.append(time.perf_counter_ns() - due)
+        try:
+            waits = []
+            base = time.perf_counter_ns() + 2_000_000
+            for k in range(40):  # overlapping waits, armed out of order
+                due = base + ((k * 7919) % 40) * 53_000
+
+                async def one(due=due):
+                    await timer.wait_until(time.perf_counter_ns, due)
+                    lateness.append(time.perf_counter_ns() - due)
+
+                waits.append(asyncio.ensure_future(one()))
+            await asyncio.gather(*waits)
+        finally:
+            timer.close()
         return sorted(lateness)
 
     lateness = run_async(main())
-    assert lateness[0] >= 0
+    assert len(lateness) == 40 and lateness[0] >= 0
     assert lateness[len(lateness) // 2] < 500_000  # the median wake-up is well inside the timer's millisecond

@@ -72,7 +72,7 @@ def test_a_client_that_raises_is_not_recorded_as_ok(zero_server, scenario_for, r
     """send() never raises by contract; if a bug makes it raise, the record must not say ok."""
     from surgelab.client.openai import OpenAIClient
 
-    async def broken(self, spec, out):
+    async def broken(self, spec, out, at_ns=None):
         out.sent_ns = 1
         raise RuntimeError("bug in the client")
 

@@ -19,6 +19,7 @@ from secrets import token_hex
 
 from surgelab._compat import timeout_at
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, Response
+from surgelab.client.timer import SendTimer
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 
@@ -30,7 +31,6 @@ __all__ = [
     "multipart",
     "read_body",
     "retry_after_seconds",
-    "wait_until",
 ]
 
 _SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
@@ -72,6 +72,7 @@ class Transport:
         self._secrets = sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True)
         self._pool_size = pool_size
         self._pool: HttpPool | None = None
+        self._timer = SendTimer()
 
     async def __aenter__(self) -> Transport:
         self._pool = HttpPool(
@@ -80,9 +81,11 @@ class Transport:
             connect_timeout=self.target.timeouts.connect,
             keep_alive=self.target.connection != "close",
         )
+        self._timer.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._timer.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -94,7 +97,7 @@ class Transport:
         clock = self.clock
         exchange = self._pool.request(call.method, call.url, call.data, call.headers)
         if at_ns is not None:
-            await wait_until(clock, at_ns)
+            await self._timer.wait_until(clock, at_ns)
         started = asyncio.get_running_loop().time()
         out.sent_ns = clock()
         stage = "first token"
@@ -144,20 +147,6 @@ async def read_body(resp: Response, limit: int) -> bytes:
         if len(body) > limit:
             raise ProtocolError(f"response body over max_response_bytes ({limit})")
     return bytes(body)
-
-
-SPIN_NS = 1_200_000
-
-
-async def wait_until(clock: Callable[[], int], at_ns: int) -> None:
-    """Sleep until ``at_ns`` on ``clock``, to within microseconds rather than the timer's millisecond.
-
-    The event loop's timers wake up to a millisecond late (uvloop counts in whole
-    milliseconds), which a TTFT measured from the intended send time would include; so the
-    last ``SPIN_NS`` are spent yielding to the loop, which still serves every other request.
-    """
-    while (left := at_ns - clock()) > 0:
-        await asyncio.sleep((left - SPIN_NS) / 1e9 if left > SPIN_NS else 0)
 
 
 def multipart(fields: Mapping[str, str | tuple[bytes, str, str]]) -> tuple[bytes, str]:
