@@ -144,3 +144,28 @@ def test_every_column_is_documented_with_its_type():
     documented = dict(re.findall(r"^\| `(\w+)` \| ([\w<>]+) \|", doc, flags=re.M))
     actual = {f.name: str(f.type).replace("item: ", "") for f in RECORD_SCHEMA}
     assert documented == actual
+
+
+def test_merge_streams_overlapping_out_of_order_parts_into_small_row_groups(tmp_path, monkeypatch):
+    monkeypatch.setattr("surgelab.metrics.store._ROWS_PER_GROUP", 7)
+    table = _filled(range(60)).take()
+    store = RecordStore(tmp_path)
+    for ids in ([5, 1, 9, 3], [0, 2, 4], [31, 12, 11], [10, 8, 6, 7], *[[i, i + 1] for i in range(13, 30, 2)]):
+        store.write(table.take(ids))  # completions arrive out of order, and parts overlap in id
+    store.write(table.slice(32))
+    merge_parts(tmp_path)
+    merged = pq.ParquetFile(tmp_path / RECORDS_FILE)
+    assert merged.read().equals(table)
+    assert merged.metadata.num_row_groups > 1  # written a group at a time
+    assert not (tmp_path / PARTS_DIR).exists()
+
+
+def test_merge_after_an_interrupted_merge_keeps_each_row_once(tmp_path, monkeypatch):
+    monkeypatch.setattr("surgelab.metrics.store._ROWS_PER_GROUP", 4)
+    table = _filled(range(20)).take()
+    pq.write_table(table.slice(0, 12), tmp_path / RECORDS_FILE, row_group_size=5)  # merged, parts not yet removed
+    store = RecordStore(tmp_path)
+    store.write(table.slice(8, 4))  # already in the merged file
+    store.write(table.slice(12))
+    merge_parts(tmp_path)
+    assert pq.read_table(tmp_path / RECORDS_FILE).equals(table)

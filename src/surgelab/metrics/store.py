@@ -8,7 +8,10 @@ loses at most one flush interval. A clean finish merges the parts into ``records
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
 __all__ = [
     "RecordMeta", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
-    "merge_table_parts", "conform",
+    "merge_table_parts", "conform", "return_freed_memory",
 ]  # fmt: skip
 
 RECORDS_FILE = "records.parquet"
@@ -189,19 +192,138 @@ def read_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str
 
 
 def merge_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: str) -> Path:
-    """Fold every readable part into ``<stem>.parquet``; safe to call after a crash."""
+    """Fold every readable part into ``<stem>.parquet``, ordered by ``key``; safe to call after a crash.
+
+    Streams: pieces are read in order of their smallest key and rows are written as soon as no
+    later piece can come before them, so memory holds the overlapping pieces, not the run.
+    """
     run_dir = Path(run_dir)
-    table = read_table_parts(run_dir, stem, schema, key)
     target = run_dir / f"{stem}.parquet"
+    if not _part_files(run_dir, stem) and target.is_file() and pq.read_schema(target).equals(schema):
+        _remove_parts(run_dir, stem)  # already merged: nothing to rewrite
+        return target
     tmp = target.with_suffix(".tmp")
-    pq.write_table(table, tmp, compression="zstd")
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for table in _in_key_order(_pieces(run_dir, stem, key), schema, key):
+            writer.write_table(table)
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
     tmp.replace(target)
+    _remove_parts(run_dir, stem)
+    return_freed_memory()
+    return target
+
+
+_ROWS_PER_GROUP = 16_384
+Piece = tuple[int, Callable[[], pa.Table]]  # (smallest key, how to read it)
+
+
+def _pieces(run_dir: Path, stem: str, key: str) -> list[Piece]:
+    """Every readable piece: the merged file's row groups, then each part (minus rows already merged)."""
+    pieces: list[Piece] = []
+    merged = run_dir / f"{stem}.parquet"
+    merged_keys = None
+    if merged.is_file():
+        merged_keys = pq.read_table(merged, columns=[key], use_threads=False)[key]
+        pieces += _merged_pieces(merged, merged_keys.to_numpy())
+    for part in _part_files(run_dir, stem):
+        try:
+            file = pq.ParquetFile(part)
+            lows = [_smallest(file, i, key) for i in range(file.num_row_groups)]
+        except (OSError, pa.ArrowInvalid):
+            continue  # a part cut short by a crash holds nothing readable
+        if lows:
+            pieces.append((min(lows), lambda part=part: _unmerged(pq.read_table(part), key, merged_keys)))
+    return pieces
+
+
+def _merged_pieces(path: Path, keys: np.ndarray) -> list[Piece]:
+    """The merged file in slices of ``_ROWS_PER_GROUP`` rows, read by one pass over it (it is sorted by key).
+
+    Sorting the pieces by smallest key keeps these slices in file order, so each read takes the next rows.
+    """
+    if keys.size and not np.all(keys[1:] > keys[:-1]):  # not written by a merge: read it whole
+        return [(int(keys.min()), lambda: pq.read_table(path))]
+    rows = _Rows(pq.ParquetFile(path).iter_batches(batch_size=_ROWS_PER_GROUP))
+    return [(int(keys[start]), lambda: rows.take(_ROWS_PER_GROUP)) for start in range(0, keys.size, _ROWS_PER_GROUP)]
+
+
+class _Rows:
+    """A stream of record batches read as tables of a chosen number of rows."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches, self._pending = batches, None
+
+    def take(self, n: int) -> pa.Table:
+        tables = [] if self._pending is None else [self._pending]
+        have = sum(t.num_rows for t in tables)
+        while have < n and (batch := next(self._batches, None)) is not None:
+            tables.append(pa.Table.from_batches([batch]))
+            have += batch.num_rows
+        rows = pa.concat_tables(tables)
+        self._pending = rows.slice(n)
+        return rows.slice(0, n)
+
+
+def _smallest(file: pq.ParquetFile, group: int, key: str) -> int:
+    """The smallest ``key`` in a row group, from its statistics (read from the data when there are none)."""
+    column = file.metadata.row_group(group).column(file.schema_arrow.get_field_index(key))
+    if column.statistics is not None and column.statistics.has_min_max:
+        return column.statistics.min
+    return pc.min(file.read_row_group(group, columns=[key])[key]).as_py()
+
+
+def _unmerged(part: pa.Table, key: str, merged_keys: pa.ChunkedArray | None) -> pa.Table:
+    """The rows of a part not yet in the merged file (a merge interrupted before it removed its parts)."""
+    if merged_keys is None:
+        return part
+    return part.filter(pc.invert(pc.is_in(part[key], value_set=merged_keys)))
+
+
+def _in_key_order(pieces: list[Piece], schema: pa.Schema, key: str) -> Iterator[pa.Table]:
+    """All rows ordered by ``key``, in tables of about ``_ROWS_PER_GROUP`` rows."""
+    pieces = sorted(pieces, key=lambda piece: piece[0])
+    pending, ready, ready_rows = schema.empty_table(), [], 0
+    for i, (_, read) in enumerate(pieces):
+        pending = pa.concat_tables([pending, conform(read(), schema)])
+        if i + 1 < len(pieces):  # rows below the next piece's smallest key are final
+            below = pc.less(pending[key], pa.scalar(pieces[i + 1][0], schema.field(key).type))
+            done, pending = pending.filter(below), pending.filter(pc.invert(below))
+        else:
+            done, pending = pending, schema.empty_table()
+        ready.append(done.sort_by(key))
+        ready_rows += done.num_rows
+        if ready_rows >= _ROWS_PER_GROUP:
+            yield pa.concat_tables(ready).combine_chunks()
+            ready, ready_rows = [], 0
+    if ready_rows:
+        yield pa.concat_tables(ready).combine_chunks()
+
+
+def _remove_parts(run_dir: Path, stem: str) -> None:
     parts_dir = run_dir / f"{stem}.parts"
     if parts_dir.is_dir():
         for leftover in parts_dir.iterdir():
             leftover.unlink()
         parts_dir.rmdir()
-    return target
+
+
+def return_freed_memory() -> None:
+    """Give memory freed so far back to the system, and have glibc give large blocks back at once from now on.
+
+    Reading a long run's records column after column frees many batch-sized blocks; kept by
+    the allocators, they were a large part of the end-of-run peak. glibc raises its mmap
+    threshold after a large free (so later arrays come from the heap and stay resident): it is
+    pinned at its default (128 KiB) and the heap trimmed; Arrow's allocator releases what it
+    keeps. Without glibc only Arrow's part applies.
+    """
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+        libc.malloc_trim(0)
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
 
 
 def read_records(run_dir: Path | str) -> pa.Table:
