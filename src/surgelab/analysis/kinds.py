@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from surgelab.analysis.stats import distribution
 from surgelab.metrics.record import FAILED_STATES, State
@@ -36,30 +35,39 @@ THROUGHPUT_UNITS = {
 }
 
 
-def _floats(table: pa.Table, name: str) -> np.ndarray:
-    if name not in table.column_names:
-        return np.full(table.num_rows, np.nan)
-    return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
-
-
 def by_kind(c: Any, window: Any, scenario: Scenario) -> dict[str, Any]:
     """One block per kind present in the records (``c``: the summary's columns)."""
-    table = c.table
-    kinds = (table["kind"].to_numpy(zero_copy_only=False).astype(str) if "kind" in table.column_names
-             else np.full(table.num_rows, "", dtype=object).astype(str))  # fmt: skip
-    kinds = np.where(kinds == "", scenario.target.endpoint, kinds)
-    units = {"input_units": _floats(table, "input_units"), "output_units": _floats(table, "output_units")}
-    steps = table["step_ms"].to_pylist() if "step_ms" in table.column_names else [None] * table.num_rows
+    kinds = c.kind.replace("", scenario.target.endpoint)
+    units = _Units(c)
     result = {}
-    for kind in sorted(set(kinds.tolist())):
-        result[kind] = _block(c, kinds == kind, kind, window, scenario, units, steps)
+    for kind in kinds.distinct():
+        result[kind] = _block(c, kinds == kind, kind, window, scenario, units)
     return result
 
 
-def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario, units: dict, steps: list) -> dict:
+class _Units:
+    """Unit and step columns, read only when a kind that reports them is present."""
+
+    def __init__(self, c: Any) -> None:
+        self._c, self._floats, self._steps = c, {}, None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._floats:
+            self._floats[name] = self._c.source.floats(name)
+        return self._floats[name]
+
+    def steps(self) -> list:
+        if self._steps is None:
+            source = self._c.source
+            has = source.has("step_ms")
+            self._steps = [s for b in source.batches("step_ms") for s in b.to_pylist()] if has else [None] * source.rows
+        return self._steps
+
+
+def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario, units: _Units) -> dict:
     measured = rows & ~c.warmup
     ok = measured & (c.state == State.OK.value)
-    failed = measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+    failed = measured & c.state.isin([s.value for s in FAILED_STATES])
     # rates count every success that ended in the window, warm-up ones included (as summary.py does)
     ok_in_window = rows & (c.state == State.OK.value) & (c.end >= window.start) & (c.end <= window.end)
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
@@ -76,7 +84,7 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     service: dict[str, Any] = {"e2e": distribution(c.end[ok] - c.sent[ok], 1000)}
     if streams or kind == "flow":
         latency["ttft"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
-        latency["itl"] = distribution(c.itl_of(ok), 1000)
+        latency["itl"] = c.itl_distribution(ok)
         sel = ok & (c.output > 1)
         latency["tpot"] = distribution((c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1), 1000)
         service["ttft"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
@@ -96,7 +104,7 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
         if kind == "speech":
             block["audio_s_per_s"] = distribution(units["output_units"][ok] / (c.end[ok] - c.sent[ok]), 1)
     if kind == "flow":
-        block["steps"] = _step_shares(c, ok, steps, scenario)
+        block["steps"] = _step_shares(c, ok, units.steps(), scenario)
     block["goodput"] = _goodput(c, ok_in_window, measured, window, kind, scenario, streams)
     return block
 
@@ -106,7 +114,7 @@ def _step_shares(c: Any, ok: np.ndarray, steps: list, scenario: Scenario) -> dic
     names = {cls.name: [s.name for s in cls.flow or ()]
              for p in scenario.phase_list for cls in scenario.workload_of(p).classes}  # fmt: skip
     result = {}
-    for label in sorted(set(c.request_class[ok].tolist())):
+    for label in c.request_class[ok].distinct():
         times = np.array([steps[i] for i in np.flatnonzero(ok & (c.request_class == label)) if steps[i]], dtype=float)
         if times.size == 0:
             continue
@@ -139,7 +147,7 @@ def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any
             tpot = np.where(c.output > 1, (c.end - c.first_token) / np.maximum(c.output - 1, 1), 0.0)
             good &= tpot <= slo.tpot
             applied["tpot"] = slo.tpot * 1000
-    finished = int((ok_in_window | (measured & np.isin(c.state, [s.value for s in FAILED_STATES])
+    finished = int((ok_in_window | (measured & c.state.isin([s.value for s in FAILED_STATES])
                                      & (c.end >= window.start) & (c.end <= window.end))).sum())  # fmt: skip
     return {"requests_per_s": window.per_s(float(good.sum())),
             "fraction": float(good.sum()) / finished if finished else None, "slo_ms": applied}  # fmt: skip

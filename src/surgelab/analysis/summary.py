@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from surgelab import __version__
+from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
-from surgelab.analysis.stats import distribution
+from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
@@ -24,7 +25,6 @@ from surgelab.scenario.model import Scenario, Slo
 __all__ = ["RunInfo", "summarize", "SUMMARY_VERSION"]
 
 SUMMARY_VERSION = 1
-_NS = 1e9
 
 
 @dataclass(frozen=True)
@@ -65,51 +65,48 @@ class RunInfo:
         return replace(self, planned_duration_s=planned, window_start_s=start, phase_windows=phases)
 
 
-def _seconds(table: pa.Table, column: str) -> np.ndarray:
-    """A nanosecond column as float seconds, NaN where null."""
-    return table[column].cast(pa.float64()).to_numpy(zero_copy_only=False) / _NS
-
-
-def _strings(table: pa.Table, column: str) -> np.ndarray:
-    return table[column].to_numpy(zero_copy_only=False).astype(str)
-
-
 class _Columns:
-    """The record columns the summary needs, as numpy arrays."""
+    """The record columns the summary needs, compact (see ``analysis.columns``).
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table
-        self.state = _strings(table, "state")
-        self.phase = _strings(table, "phase")
-        self.request_class = _strings(table, "request_class")
-        self.tier = _strings(table, "tier")
-        self.usage_source = _strings(table, "usage_source")
-        self.target = _strings(table, "target")
-        self.warmup = table["warmup"].to_numpy(zero_copy_only=False).astype(bool)
-        self.intended = _seconds(table, "intended_ns")
-        self.sent = _seconds(table, "sent_ns")
-        self.first_token = _seconds(table, "first_token_ns")
-        self.end = _seconds(table, "end_ns")
-        self.prompt = table["prompt_tokens"].cast(pa.float64()).to_numpy(zero_copy_only=False)
-        self.output = table["output_tokens"].cast(pa.float64()).to_numpy(zero_copy_only=False)
-        lengths = pc.list_value_length(table["itl_us"]).to_numpy(zero_copy_only=False)
-        self.itl_count = np.nan_to_num(lengths.astype(np.float64))
-        flat = pc.list_flatten(table["itl_us"]).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
-        parents = np.repeat(np.arange(len(lengths)), self.itl_count.astype(np.int64))
-        self.itl_flat, self.itl_parent = flat, parents
+    Built from a table, or from a run directory one Parquet column at a time; columns only
+    some kinds need (units, flow steps) are read when asked for.
+    """
+
+    def __init__(self, records: pa.Table | Path | str) -> None:
+        source = ColumnSource(records)
+        self.source = source
+        self.gaps = Gaps(source)  # only the gap counts: the gaps are read again when walked
+        self.state = labels(source, "state")
+        self.phase = labels(source, "phase")
+        self.request_class = labels(source, "request_class")
+        self.tier = labels(source, "tier")
+        self.usage_source = labels(source, "usage_source")
+        self.target = labels(source, "target")
+        self.kind = labels(source, "kind")
+        self.warmup = source.numpy("warmup", plain).astype(bool)
+        self.intended = source.numpy("intended_ns", seconds)
+        self.sent = source.numpy("sent_ns", seconds)
+        self.first_token = source.numpy("first_token_ns", seconds)
+        self.end = source.numpy("end_ns", seconds)
+        self.prompt = source.floats("prompt_tokens")
+        self.output = source.floats("output_tokens")
+        self.attempts = _attempts(source.numpy("http_status", plain), source.numpy("attempts", plain), source.rows)
 
     def itl_of(self, mask: np.ndarray) -> np.ndarray:
-        return self.itl_flat[mask[self.itl_parent]] if self.itl_flat.size else self.itl_flat
+        return self.gaps.values(mask)
+
+    def itl_distribution(self, mask: np.ndarray, scale: float = 1000) -> dict[str, Any]:
+        """``distribution(self.itl_of(mask), scale)``, computed without holding the gaps as floats."""
+        return gap_distribution(self.gaps.summary(mask, scale))
 
     def mean_itl(self) -> np.ndarray:
-        sums = np.bincount(self.itl_parent, weights=self.itl_flat, minlength=len(self.state))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.itl_count > 0, sums / np.maximum(self.itl_count, 1), np.nan)
+        return self.gaps.mean_per_request()
 
 
-def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
+def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
+    """The summary of a table of records, or of a run directory's ``records.parquet`` read column by column."""
     info = info.resolved(scenario)
-    c = _Columns(table)
+    c = _Columns(records)
     cut_short = bool(c.warmup.size) and bool(c.warmup.all())
     if cut_short:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)
@@ -152,7 +149,7 @@ def summarize(table: pa.Table, scenario: Scenario, info: RunInfo) -> dict[str, A
             "measured": int((~c.warmup).sum()),
             "error_rate": overall["requests"]["error_rate"],
             "drop_rate": overall["requests"]["drop_rate"],
-            **_attempts(table),
+            **c.attempts,
         },
         "throughput": overall["throughput"],
         "latency_ms": overall["latency_ms"],
@@ -202,7 +199,7 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
     """
     measured = rows & ~c.warmup
     is_ok = rows & (c.state == State.OK.value)
-    is_failed = rows & np.isin(c.state, [s.value for s in FAILED_STATES])
+    is_failed = rows & c.state.isin([s.value for s in FAILED_STATES])
     ok, failed = is_ok & measured, is_failed & measured
     dropped = measured & (c.state == State.DROPPED.value)
     in_window = (c.end >= window.start) & (c.end <= window.end)
@@ -230,7 +227,7 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
         },
         "latency_ms": {
             "ttft": distribution(c.first_token[ok] - c.intended[ok], 1000),
-            "itl": distribution(c.itl_of(ok), 1000),
+            "itl": c.itl_distribution(ok),
             "tpot": distribution(_tpot(c, ok, scenario.target.stream), 1000),
             "e2e": distribution(c.end[ok] - c.intended[ok], 1000),
         },
@@ -246,7 +243,7 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
         "tokens": {
             "prompt_total": int(np.nansum(c.prompt[ok])),
             "output_total": int(np.nansum(c.output[ok])),
-            "usage_source": {str(s): int(n) for s, n in zip(*np.unique(c.usage_source[ok], return_counts=True))},
+            "usage_source": c.usage_source[ok].counts(),
         },
     }
 
@@ -258,14 +255,14 @@ def _phase_window(info: RunInfo, name: str, run: Window) -> Window:
 
 
 def _breakdown(
-    c: _Columns, labels: np.ndarray, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
+    c: _Columns, labels: Labels, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
 ) -> dict[str, Any]:
     """The same block for every distinct label (phase, class or tier); a tier shows the SLO it was judged by.
 
     ``window`` may depend on the label: a phase's rates are over its own window.
     """
     result = {}
-    for label in sorted(set(labels.tolist())):
+    for label in labels.distinct():
         block = _block(c, labels == label, window(str(label)) if callable(window) else window, scenario)
         del block["tokens"]["usage_source"]
         if tiers:
@@ -313,7 +310,7 @@ def _tpot(c: _Columns, mask: np.ndarray, stream: bool) -> np.ndarray:
 def _meets_slo(c: _Columns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
     """Rows meeting every objective of their tier (the scenario's SLO where a tier sets none)."""
     good = mask.copy()
-    tiers = set(c.tier[mask].tolist()) if mask.any() else set()
+    tiers = c.tier[mask].distinct() if mask.any() else []
     mean_itl = None
     with np.errstate(invalid="ignore"):
         for tier in tiers:
@@ -365,20 +362,7 @@ def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario)
 def _judge(threshold: Threshold, c: _Columns, ok: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
     """Observed value of a threshold's quantity (seconds or a fraction) and its verdict."""
     if threshold.aggregation is not None:
-        values = {
-            "ttft": c.first_token[ok] - c.intended[ok],
-            "e2e": c.end[ok] - c.intended[ok],
-            "itl": c.itl_of(ok),
-            "tpot": _tpot(c, ok, summary["target"]["stream"]),
-        }[threshold.metric]
-        values = values[~np.isnan(values)]
-        agg = threshold.aggregation
-        if values.size == 0:
-            observed = None
-        elif agg in ("mean", "min", "max"):
-            observed = float(getattr(np, agg)(values))
-        else:
-            observed = float(np.percentile(values, float(agg[1:])))
+        observed = _aggregate(threshold.aggregation, threshold.metric, c, ok, summary["target"]["stream"])
     else:
         observed = {
             "error_rate": summary["requests"]["error_rate"],
@@ -391,11 +375,31 @@ def _judge(threshold: Threshold, c: _Columns, ok: np.ndarray, summary: dict[str,
             "abort_on_fail": threshold.abort_on_fail}  # fmt: skip
 
 
-def _attempts(table: pa.Table) -> dict[str, int]:
+def _aggregate(agg: str, metric: str, c: _Columns, ok: np.ndarray, stream: bool) -> float | None:
+    """A threshold's aggregation (mean, min, max or pNN) of one metric over ``ok`` rows, in seconds."""
+    if metric == "itl":  # from the integer gaps, never held as floats
+        itl = c.gaps.summary(ok, 1.0)
+        if itl.n == 0:
+            return None
+        return getattr(itl, agg)() if agg in ("mean", "min", "max") else float(itl.quantiles(float(agg[1:]) / 100)[0])
+    values = {
+        "ttft": lambda: c.first_token[ok] - c.intended[ok],
+        "e2e": lambda: c.end[ok] - c.intended[ok],
+        "tpot": lambda: _tpot(c, ok, stream),
+    }[metric]()
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None
+    if agg in ("mean", "min", "max"):
+        return float(getattr(np, agg)(values))
+    return float(np.percentile(values, float(agg[1:])))
+
+
+def _attempts(status: np.ndarray | None, attempts: np.ndarray | None, rows: int) -> dict[str, int]:
     """429s counted on their own (the target's rate limit, not its failure), and retries (target.retry)."""
-    status = table["http_status"].to_numpy(zero_copy_only=False) if "http_status" in table.column_names else np.empty(0)
+    status = status if status is not None else np.empty(0)
     rate_limited = int(np.sum(np.nan_to_num(status.astype(float), nan=0) == 429))
-    if "attempts" not in table.column_names:
-        return {"rate_limited": rate_limited, "retried": 0, "attempts": len(table)}
-    attempts = np.nan_to_num(table["attempts"].to_numpy(zero_copy_only=False).astype(float), nan=1.0)
-    return {"rate_limited": rate_limited, "retried": int(np.sum(attempts > 1)), "attempts": int(attempts.sum())}
+    if attempts is None:
+        return {"rate_limited": rate_limited, "retried": 0, "attempts": rows}
+    sends = np.nan_to_num(attempts.astype(float), nan=1.0)
+    return {"rate_limited": rate_limited, "retried": int(np.sum(sends > 1)), "attempts": int(sends.sum())}

@@ -21,7 +21,7 @@ from typing import Any
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
-from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_records, read_table_parts
+from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
 from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.execution import SECOND, Execution, Observer, Shard
@@ -181,8 +181,9 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
     Used at the end of every run and by ``surgelab summarize`` after a crash, when ``info``
     has no stop facts and the records say how far the run got.
     """
+    return_freed_memory()  # a long run's records are read column by column: keep the peak to what is in use
     merge_parts(run_dir)
-    summary = summarize(read_records(run_dir), scenario, RunInfo.from_dict(info))
+    summary = summarize(run_dir, scenario, RunInfo.from_dict(info))  # read column by column, not as one table
     telemetry = {}
     if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
         merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
