@@ -62,10 +62,9 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
     stop = run_info.get("stopped_at_s") or (start + (summary.get("duration_s") or 0.0))
     window = float(summary.get("duration_s") or max(stop - start, 1e-9))
     in_window = ok & (end >= start) & (end <= stop)
-    failed = np.isin(state, ["http_error", "timeout", "connection_error", "protocol_error"])
-    itl_lists = [c.itl[i] for i in np.flatnonzero(keep)]
-    lengths = np.array([len(x) if s == "ok" else 0 for x, s in zip(itl_lists, state)], dtype=np.int64)
-    flat = np.concatenate([x for x, s in zip(itl_lists, state) if s == "ok"] or [np.zeros(0)]) * 1000.0
+    failed = state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
+    lengths = np.where(ok, c.gaps.lengths[keep], 0).astype(np.int64)
+    flat = c.gaps.values(keep & c.ok()) * 1000.0
     return _Sample(
         n=int(keep.sum()),
         window_s=window,

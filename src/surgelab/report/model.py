@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from surgelab.metrics.store import read_records
+from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.metrics.store import return_freed_memory
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
 REPORT_VERSION = 1
 CDF_POINTS = 400
 WINDOW_S = 1.0
-_NS = 1e9
 _STATES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped")
 
 
@@ -60,17 +58,17 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass
 class RunColumns:
-    """The record columns reports need, as numpy arrays (seconds, NaN where null)."""
+    """The record columns reports need: seconds as floats (NaN where null), strings as codes."""
 
-    state: np.ndarray
-    phase: np.ndarray
+    state: Labels
+    phase: Labels
     warmup: np.ndarray
     intended: np.ndarray
     sent: np.ndarray
     first_token: np.ndarray
     end: np.ndarray
     output: np.ndarray
-    itl: list[np.ndarray]  # per request, seconds
+    gaps: Gaps  # every request's inter-token gaps, integer microseconds
 
     @property
     def measured(self) -> np.ndarray:
@@ -86,25 +84,20 @@ class RunColumns:
         return self.state == "ok"
 
 
-def _secs(table: pa.Table, name: str) -> np.ndarray:
-    return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False) / _NS
-
-
 def load_columns(run_dir: Path | str) -> RunColumns:
-    table = read_records(run_dir)
-    lengths = np.nan_to_num(pc.list_value_length(table["itl_us"]).to_numpy(zero_copy_only=False).astype(float))
-    flat = pc.list_flatten(table["itl_us"]).to_numpy(zero_copy_only=False).astype(np.float64) / 1e6
-    splits = np.cumsum(lengths.astype(np.int64))[:-1] if len(lengths) else []
+    """The columns of a run directory's records, read one at a time (not the whole table)."""
+    return_freed_memory()
+    source = ColumnSource(Path(run_dir))
     return RunColumns(
-        state=table["state"].to_numpy(zero_copy_only=False).astype(str),
-        phase=table["phase"].to_numpy(zero_copy_only=False).astype(str),
-        warmup=table["warmup"].to_numpy(zero_copy_only=False).astype(bool),
-        intended=_secs(table, "intended_ns"),
-        sent=_secs(table, "sent_ns"),
-        first_token=_secs(table, "first_token_ns"),
-        end=_secs(table, "end_ns"),
-        output=table["output_tokens"].cast(pa.float64()).to_numpy(zero_copy_only=False),
-        itl=np.split(flat, splits) if len(lengths) else [],
+        state=labels(source, "state"),
+        phase=labels(source, "phase"),
+        warmup=source.numpy("warmup", plain).astype(bool),
+        intended=source.numpy("intended_ns", seconds),
+        sent=source.numpy("sent_ns", seconds),
+        first_token=source.numpy("first_token_ns", seconds),
+        end=source.numpy("end_ns", seconds),
+        output=source.floats("output_tokens"),
+        gaps=Gaps(source),
     )
 
 
@@ -163,9 +156,15 @@ def _percentiles_by_window(t: np.ndarray, values: np.ndarray, n: int, qs: tuple[
 def _mean_in_flight(sent: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Time-average number of requests between send and end in each window (exact)."""
     ok = np.isfinite(sent)
-    s = np.sort(sent[ok])
-    e = np.sort(np.where(np.isfinite(end[ok]), end[ok], np.inf))
-    cs, ce = np.concatenate([[0.0], np.cumsum(s)]), np.concatenate([[0.0], np.cumsum(np.where(np.isinf(e), 0, e))])
+    s = sent[ok]
+    s.sort()
+    e = end[ok]
+    e[~np.isfinite(e)] = np.inf
+    e.sort()
+    del ok
+    cs, ce = np.zeros(s.size + 1), np.zeros(e.size + 1)  # running sums with a leading 0, filled in place
+    np.cumsum(s, out=cs[1:])
+    np.cumsum(np.where(np.isinf(e), 0, e), out=ce[1:])
 
     def integral(T: float) -> float:  # ∫₀ᵀ in-flight(t) dt = Σ_{sent<T} (min(end, T) − sent)
         ns, ne = np.searchsorted(s, T), np.searchsorted(e, T)
@@ -197,23 +196,11 @@ def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -
 
 
 def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """Every per-window series; each helper lets its temporaries go before the next starts."""
     n = max(int(np.ceil(wall_s / WINDOW_S)), 1)
     edges = np.arange(n + 1) * WINDOW_S
-    ok = c.ok()
-    ended_ok = np.where(ok, c.end, np.nan)
-    service = c.end - c.sent
-    done = np.isfinite(c.sent) & np.isfinite(c.end)
-    idx_end = _window_index(np.where(done, c.end, np.nan), n)
-    service_sum = np.bincount(idx_end[idx_end >= 0], weights=service[idx_end >= 0], minlength=n)[:n]
-    tokens = np.bincount(
-        _window_index(ended_ok, n)[_window_index(ended_ok, n) >= 0],
-        weights=np.nan_to_num(c.output)[_window_index(ended_ok, n) >= 0],
-        minlength=n,
-    )[:n]
-    when = np.where(np.isfinite(c.end), c.end, c.intended)  # dropped requests end when dropped
-    errors = {s: _list(_counts(np.where(c.state == s, when, np.nan), n), 0) for s in _STATES if s != "ok"}
-    lag = (c.sent - c.intended) * 1000.0
-    lag_windows = _percentiles_by_window(c.intended, lag / 1000.0, n, (50, 99))
+    ended_ok = np.where(c.ok(), c.end, np.nan)
+    lag_windows, lag_cdf = _lag(c, n)
     return {
         "window_s": WINDOW_S,
         "t": _list(edges[:-1] + WINDOW_S / 2, 2),
@@ -221,16 +208,43 @@ def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: 
         "arrivals_per_s": _list(_counts(c.intended, n) / WINDOW_S, 2),
         "sends_per_s": _list(_counts(c.sent, n) / WINDOW_S, 2),
         "throughput_per_s": _list(_counts(ended_ok, n) / WINDOW_S, 2),
-        "output_tokens_per_s": _list(tokens / WINDOW_S, 1),
+        "output_tokens_per_s": _list(_tokens(c, ended_ok, n) / WINDOW_S, 1),
         "ttft_ms": _percentiles_by_window(ended_ok, c.ttft(), n, (50, 90, 99)),
         "e2e_ms": _percentiles_by_window(ended_ok, c.e2e(), n, (50, 90, 99)),
-        "errors": errors,
+        "errors": _errors(c, n),
         "lag_ms": lag_windows,
         "in_flight": _list(_mean_in_flight(c.sent, c.end, edges), 3),
-        "littles_law": _list(service_sum / WINDOW_S, 3),
+        "littles_law": _list(_service_sum(c, n) / WINDOW_S, 3),
         "warmup_end_s": run_info.get("window_start_s"),
-        "lag_values_ms": cdf(lag[c.measured & np.isfinite(lag)]),
+        "lag_values_ms": lag_cdf,
     }
+
+
+def _tokens(c: RunColumns, ended_ok: np.ndarray, n: int) -> np.ndarray:
+    """Output tokens of the successes ending in each window."""
+    idx = _window_index(ended_ok, n)
+    keep = idx >= 0
+    return np.bincount(idx[keep], weights=np.nan_to_num(c.output)[keep], minlength=n)[:n]
+
+
+def _service_sum(c: RunColumns, n: int) -> np.ndarray:
+    """Summed service time (send to end) of the requests ending in each window: λ·W for Little's Law."""
+    done = np.isfinite(c.sent) & np.isfinite(c.end)
+    idx = _window_index(np.where(done, c.end, np.nan), n)
+    keep = idx >= 0
+    return np.bincount(idx[keep], weights=(c.end - c.sent)[keep], minlength=n)[:n]
+
+
+def _errors(c: RunColumns, n: int) -> dict[str, list[float | None]]:
+    """Requests per window ending in each failed state (dropped requests end when dropped)."""
+    when = np.where(np.isfinite(c.end), c.end, c.intended)
+    return {s: _list(_counts(np.where(c.state == s, when, np.nan), n), 0) for s in _STATES if s != "ok"}
+
+
+def _lag(c: RunColumns, n: int) -> tuple[dict[str, list], dict[str, list[float]]]:
+    """Schedule lag: its percentiles per window of intended time, and its CDF over measured requests."""
+    lag = (c.sent - c.intended) * 1000.0
+    return _percentiles_by_window(c.intended, lag / 1000.0, n, (50, 99)), cdf(lag[c.measured & np.isfinite(lag)])
 
 
 # ---------------------------------------------------------------------------------- pieces
@@ -278,9 +292,13 @@ def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]
     return out
 
 
-def _itl_values(c: RunColumns) -> np.ndarray:
-    parts = [c.itl[i] for i in np.flatnonzero(c.ok() & c.measured) if c.itl[i].size]
-    return np.concatenate(parts) if parts else np.zeros(0)
+def _itl_cdf(c: RunColumns) -> dict[str, list[float]]:
+    """``cdf`` of the measured successes' gaps in ms, from their counts rather than one float per gap."""
+    itl = c.gaps.summary(c.ok() & c.measured, 1000.0)
+    if itl.n == 0:
+        return {"x": [], "p": []}
+    p = np.linspace(0.0, 1.0, min(CDF_POINTS, itl.n))
+    return {"x": _list(itl.quantiles(p), 3), "p": _list(p, 4)}
 
 
 def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
@@ -326,7 +344,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         timeseries=_timeseries(c, run_dir, run_info, float(wall)),
         cdfs={
             "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),
-            "itl_ms": cdf(_itl_values(c) * 1000.0),
+            "itl_ms": _itl_cdf(c),
             "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
         },
         breakdowns=_breakdowns(summary),
