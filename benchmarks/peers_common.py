@@ -206,11 +206,13 @@ def run_locust(base: str, rate: float, seconds: float, work: Path, tokens: int =
     users = max(1, min(int(rate // per_user), 500))  # each user at rate/users requests per second
     per_user = rate / users
     prefix = work / f"locust-{rate:.0f}"
+    starts_file = work / f"locust-{rate:.0f}-starts.json"
     cmd = [str(venv_bin("locust") / "locust"), "-f", str(HERE / "peers" / "locustfile.py"), "--headless",
            "-u", str(users), "-r", str(max(users, 1) * 10), "-t", f"{seconds:g}s", "-H", base, "--only-summary",
            "--json-file", str(prefix), "--loglevel", "ERROR", "--stop-timeout", "5"]  # fmt: skip
     started = time.monotonic()
-    proc = _run(cmd, seconds + 90, env={"LOCUST_PER_USER": str(per_user), "LOCUST_MAX_TOKENS": str(tokens)})
+    env = {"LOCUST_PER_USER": str(per_user), "LOCUST_MAX_TOKENS": str(tokens), "LOCUST_STARTS": str(starts_file)}
+    proc = _run(cmd, seconds + 90, env=env)
     level = Level("locust", rate)
     path = Path(str(prefix) + ".json")
     if not path.exists():
@@ -228,6 +230,11 @@ def run_locust(base: str, rate: float, seconds: float, work: Path, tokens: int =
     times = s.get("response_times", {})  # {ms rounded: count}
     values = [float(k) for k, c in times.items() for _ in range(c)]
     level.timings = {"e2e": _pcts(values)}
+    if starts_file.exists():  # each user against its own schedule: first start + k / per-user rate
+        lags = [max(0.0, (t - (starts[0] + k / per_user)) * 1000)
+                for starts in json.loads(starts_file.read_text()) for k, t in enumerate(sorted(starts))]  # fmt: skip
+        lag = _pcts(lags)
+        level.lag_p50_ms, level.lag_p99_ms = lag["p50"] or 0.0, lag["p99"] or 0.0
     level.note = f"{users} users x {per_user:.2f}/s ({time.monotonic() - started:.0f} s wall)"
     return level
 

@@ -1,12 +1,12 @@
 """Timing fidelity against the peer tools: each tool's reported TTFT/ITL/E2E against a known truth.
 
-The scripted server (its own process, loopback) sends the first token 200 ms after a request
-arrives and one more every 20 ms, on absolute deadlines, 16 tokens in all: truth is TTFT
-200 ms, ITL 20 ms, E2E 200 + 15 x 20 = 500 ms (plus the loopback round trip and the server's
-own parse time). The server's timers are not exact (a wake-up lands a millisecond or two late
-on a busy machine), so the truth each tool is judged against is what the server itself
-measured for that tool's requests (``benchmarks/peers/truth_server.py``: the scripted
-server with a timing hook, first and last token chunk against arrival); the nominal figures
+A truth server (``benchmarks/peers/truth_server.py``, its own process, loopback) sends the
+first token 200 ms after a request arrives and one more every 20 ms, on absolute deadlines,
+16 tokens in all: nominally TTFT 200 ms, ITL 20 ms, E2E 200 + 15 x 20 = 500 ms. It is an
+asyncio protocol with the httptools parser and no framework, so it stamps a request's
+arrival when its first bytes are read from the socket and each token just before it is written; its
+timers are not exact (a wake-up lands up to a millisecond off), so the truth each tool is
+judged against is those stamps for that tool's requests, and the nominal figures
 are printed beside it. Every tool runs at 50 requests/s (constant
 arrivals where the tool has them) for ``--seconds``; the figures are what each tool itself
 reports (its summary or its per-request export), never recomputed by us from raw times.

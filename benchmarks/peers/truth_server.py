@@ -1,11 +1,17 @@
-"""The scripted server, instrumented: what it actually did, per request, as the fidelity truth.
+"""A streaming server whose own clock is the truth for the timing-fidelity benchmark.
 
-Runs ``surgelab.testing.scripted_server``'s app unchanged, plus a middleware that notes when
-each completion request reached the handler and a hook on the response's ``write`` that notes
-the first and last SSE token chunk. ``GET /truth`` returns, per finished request, the server's
-own TTFT (first token chunk − arrival), mean gap between token chunks and E2E (last token
-chunk − arrival), in milliseconds. A client's error is its reported figure minus these (the
-loopback round trip, well under a millisecond, is the only thing between them).
+No web framework between the socket and the clock: an asyncio protocol with the httptools
+parser stamps a request's arrival when its first bytes are read from the socket, and stamps
+every token chunk just before it is handed to the socket. (The scripted aiohttp server spends
+about a millisecond of its own between the two, which every client's TTFT then includes and
+no handler-side clock sees; that hid each tool's own error.) The first token is due ``ttft``
+after arrival and token ``k`` at ``ttft + k * itl``, on absolute deadlines; the event loop's
+timers are millisecond-grained, so the stamps, not the nominal figures, are the truth.
+
+``GET /truth`` returns, per finished streamed request, the server's TTFT (first token chunk −
+arrival), mean gap between token chunks and E2E (last token chunk − arrival), in milliseconds.
+A client's error is its reported figure minus these: what is left is the loopback hop and
+the client itself.
 
     python benchmarks/peers/truth_server.py --ttft 0.2 --itl 0.02   # prints "listening on URL"
 """
@@ -14,62 +20,143 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import time
 
-from aiohttp import web
+import httptools
+import orjson
 
-from surgelab.runner.loop import run_async
-from surgelab.testing.scripted_server import make_app
+from surgelab.testing.serving import run_until_interrupted
+from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
-_original_write = web.StreamResponse.write
-
-
-async def _write(self: web.StreamResponse, data: bytes) -> None:
-    await _original_write(self, data)
-    req = getattr(self, "_req", None)
-    if req is not None and data.startswith(b"data: {") and b'"content"' in data:
-        now = time.perf_counter()
-        times = req.get("token_times")
-        if times is not None:
-            times.append(now)
+_TOKENIZER = BuiltinTokenizer()
+_STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
 
 
-web.StreamResponse.write = _write  # type: ignore[method-assign]
+def _event(chat: bool, text: str | None, finish: str | None = None, usage: dict | None = None) -> bytes:
+    if usage is not None:
+        choices: list = []
+    elif chat:
+        choices = [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]
+    else:
+        choices = [{"index": 0, "text": text, "finish_reason": finish}]
+    body: dict = {"id": "truth", "object": "chat.completion.chunk" if chat else "text_completion", "created": 0,
+                  "model": "ok", "choices": choices}  # fmt: skip
+    if usage is not None:
+        body["usage"] = usage
+    data = b"data: " + orjson.dumps(body) + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def instrumented(ttft: float, itl: float) -> web.Application:
-    app = make_app(ttft, itl)
-    done: list[tuple[float, float, float]] = []
+def _json(status: int, value: object) -> bytes:
+    body = orjson.dumps(value)
+    return b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
 
-    @web.middleware
-    async def timing(request: web.Request, handler):  # type: ignore[no-untyped-def]
-        if not request.path.endswith("/completions"):
-            return await handler(request)
-        request["token_times"] = times = []
-        arrived = time.perf_counter()
-        resp = await handler(request)
-        if times:
-            gaps = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.0
-            done.append(((times[0] - arrived) * 1000, gaps * 1000, (times[-1] - arrived) * 1000))
-        return resp
 
-    async def truth(request: web.Request) -> web.Response:
-        return web.json_response({"ttft_ms": [d[0] for d in done], "itl_ms": [d[1] for d in done],
-                                  "e2e_ms": [d[2] for d in done]})  # fmt: skip
+class Truth:
+    """What the server did, per finished streamed request."""
 
-    app.middlewares.append(timing)
-    app.router.add_get("/truth", truth)
-    return app
+    def __init__(self) -> None:
+        self.ttft_ms: list[float] = []
+        self.itl_ms: list[float] = []
+        self.e2e_ms: list[float] = []
+
+    def add(self, arrived: int, tokens: list[int]) -> None:
+        self.ttft_ms.append((tokens[0] - arrived) / 1e6)
+        self.itl_ms.append((tokens[-1] - tokens[0]) / (len(tokens) - 1) / 1e6 if len(tokens) > 1 else 0.0)
+        self.e2e_ms.append((tokens[-1] - arrived) / 1e6)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, ttft_ns: int, itl_ns: int, truth: Truth) -> None:
+        self.ttft_ns, self.itl_ns, self.truth = ttft_ns, itl_ns, truth
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.arrived: int | None = None
+        self.url = b""
+        self.body = bytearray()
+        self.method = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.arrived is None:
+            self.arrived = time.perf_counter_ns()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.close() if self.transport else None
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        arrived, url, body = self.arrived or time.perf_counter_ns(), self.url, bytes(self.body)
+        self.arrived, self.url, self.body = None, b"", bytearray()
+        method = self.parser.get_method()
+        asyncio.get_running_loop().create_task(self.answer(method, url.split(b"?")[0], body, arrived))
+
+    async def answer(self, method: bytes, path: bytes, body: bytes, arrived: int) -> None:
+        write = self.transport.write  # type: ignore[union-attr]
+        if method == b"GET":
+            if path == b"/truth":
+                t = self.truth
+                write(_json(200, {"ttft_ms": t.ttft_ms, "itl_ms": t.itl_ms, "e2e_ms": t.e2e_ms}))
+            elif path.endswith(b"/models"):
+                write(_json(200, {"object": "list", "data": [{"id": "ok", "object": "model"}]}))
+            else:
+                write(_json(200 if path == b"/health" else 404, {"status": "ok"}))
+            return
+        request = orjson.loads(body or b"{}")
+        chat = path.endswith(b"/chat/completions")
+        n = int(request.get("max_tokens") or request.get("max_completion_tokens") or 16)
+        words = [" " + VOCABULARY[i % len(VOCABULARY)] for i in range(n)]
+        prompt = request.get("messages", [{}])[-1].get("content", "") if chat else request.get("prompt", "")
+        prompt_tokens = _TOKENIZER.count(prompt if isinstance(prompt, str) else "")
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if not request.get("stream"):
+            await _sleep_until(arrived + self.ttft_ns + self.itl_ns * (n - 1))
+            text = "".join(words)
+            choice = {"index": 0, "finish_reason": "length",
+                      **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}  # fmt: skip
+            write(_json(200, {"id": "truth", "object": "chat.completion" if chat else "text_completion",
+                              "model": "ok", "choices": [choice], "usage": usage}))  # fmt: skip
+            return
+        write(_STREAM_HEAD)
+        stamps = []
+        for k, word in enumerate(words):
+            chunk = _event(chat, word, "length" if k == n - 1 else None)
+            await _sleep_until(arrived + self.ttft_ns + self.itl_ns * k)
+            stamps.append(time.perf_counter_ns())
+            write(chunk)
+        if (request.get("stream_options") or {}).get("include_usage"):
+            write(_event(chat, None, usage=usage))
+        data = b"data: [DONE]\n\n"
+        write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+        self.truth.add(arrived, stamps)
+
+
+async def _sleep_until(at_ns: int) -> None:
+    delay = at_ns - time.perf_counter_ns()
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
 
 
 async def serve(host: str, port: int, ttft: float, itl: float) -> None:
-    runner = web.AppRunner(instrumented(ttft, itl), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    print(f"listening on http://{host}:{runner.addresses[0][1]}", flush=True)
-    await asyncio.Event().wait()
+    truth = Truth()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: _Connection(int(ttft * 1e9), int(itl * 1e9), truth), host, port, backlog=4096
+    )
+    print(f"listening on http://{host}:{server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
 
 
 def main() -> None:
@@ -78,8 +165,7 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.0)
     parser.add_argument("--itl", type=float, default=0.0)
     args = parser.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
-        run_async(serve("127.0.0.1", args.port, args.ttft, args.itl))
+    run_until_interrupted(serve("127.0.0.1", args.port, args.ttft, args.itl))
 
 
 if __name__ == "__main__":
