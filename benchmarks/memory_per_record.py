@@ -9,9 +9,10 @@ Prints, measured in this one run on this machine:
     resident memory after warm-up, in bytes per recorded request, and per million (records
     are flushed to disk every ``output.flush_interval``, so this should be about zero);
   * the end of a run: ``surgelab summarize`` (what every run does last: merge, summary,
-    report) on that run's records replicated to ``--summary-rows`` rows, peak RSS against the
-    same on the original run, per extra record.
-Resident memory is read from ``/proc/self/statm`` and ``wait4`` (Linux).
+    report) on that run's records replicated to ``--summary-rows`` rows and left as one part
+    file per second of the run (as the flushes leave them), peak RSS against the same on the
+    original run, per extra record.
+Resident memory is read from ``/proc/self/statm`` and ``/proc/self/status`` (Linux).
 
     python benchmarks/memory_per_record.py [--records 200000] [--rate 500] [--seconds 40] [--summary-rows 1000000]
 """
@@ -79,36 +80,74 @@ def buffer_figures(n: int, tokens: int = 16) -> dict:
     return {"records": n, "buffer_rss": buffered / n, "arrow": arrow_bytes / n, "parquet": parquet_bytes / n}
 
 
+# ``surgelab summarize RUN`` that writes its own peak RSS (VmHWM, kB) to $SURGELAB_PEAK_FILE as it exits
+_SUMMARIZE_AND_REPORT_PEAK = """
+import atexit, os, sys
+
+def _peak():
+    with open("/proc/self/status") as status, open(os.environ["SURGELAB_PEAK_FILE"], "w") as out:
+        out.write(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+
+atexit.register(_peak)
+sys.argv = ["surgelab", "summarize", sys.argv[1]]
+from surgelab.cli import main
+main()
+"""
+
+
 def summarize_peak(run_dir: Path) -> int:
-    """Peak RSS (bytes) of ``surgelab summarize run_dir`` in a fresh process."""
-    exe = Path(sys.executable).with_name("surgelab")
-    proc = subprocess.Popen([str(exe), "summarize", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"surgelab summarize {run_dir} exited {proc.returncode}")
-    return usage.ru_maxrss * 1024
+    """Peak RSS (bytes) of ``surgelab summarize run_dir`` in a fresh process.
+
+    Read from the child's own high-water mark: ``wait4``'s ru_maxrss also counts what this
+    process had resident when it spawned the child (shared until exec), hundreds of MiB here.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        env = {**os.environ, "SURGELAB_PEAK_FILE": str(peak_file)}
+        proc = subprocess.run([sys.executable, "-c", _SUMMARIZE_AND_REPORT_PEAK, str(run_dir)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"surgelab summarize {run_dir} exited {proc.returncode}")
+        return int(peak_file.read_text()) * 1024
 
 
-def summary_figures(run_dir: Path, rows: int, work: Path) -> dict:
-    """End-of-run memory: the run's records replicated to ``rows`` rows, summarised, against the original."""
+def as_parts(table: pa.Table, run_dir: Path, rows_per_part: int) -> None:
+    """Leave ``table`` in ``run_dir`` as a run does before its last step: one part file per flush, not yet merged."""
+    (run_dir / "records.parquet").unlink(missing_ok=True)
+    for name in ("summary.json", "report.html"):
+        (run_dir / name).unlink(missing_ok=True)
+    parts = run_dir / "records.parts"
+    parts.mkdir()
+    for k, start in enumerate(range(0, table.num_rows, rows_per_part)):
+        pq.write_table(table.slice(start, rows_per_part), parts / f"part-{k:06d}.parquet", compression="zstd")
+
+
+def summary_figures(run_dir: Path, rows: int, work: Path, rows_per_part: int) -> dict:
+    """End-of-run memory: the run's records replicated to ``rows`` rows, summarised, against the original.
+
+    Both are left as record parts of ``rows_per_part`` rows (what one flush writes), so that
+    ``surgelab summarize`` does all a run does at its end: merge the parts, summarise, report.
+    """
     table = pq.read_table(run_dir / "records.parquet")
     n = table.num_rows
     copies, parts = -(-rows // n), []
     span = int(pc.max(table["intended_ns"]).as_py()) + 1_000_000
-    shifted = ("intended_ns", "sent_ns", "first_byte_ns", "first_token_ns", "end_ns")
+    shifted = ("id", "intended_ns", "sent_ns", "first_byte_ns", "first_token_ns", "end_ns")
     for k in range(copies):
-        t = table.set_column(table.schema.get_field_index("id"), "id", pc.add(table["id"], k * n))
-        for name in shifted:  # each copy follows the last in time, so the run just looks longer
+        t = table
+        for name in shifted:  # each copy follows the last in time (and in id), so the run just looks longer
             i = t.schema.get_field_index(name)
-            t = t.set_column(i, t.schema.field(i), pc.add(t[name], pa.scalar(k * span, t.schema.field(i).type)))
+            step = k * n if name == "id" else k * span
+            t = t.set_column(i, t.schema.field(i), pc.add(t[name], pa.scalar(step, t.schema.field(i).type)))
         parts.append(t)
     big_table = pa.concat_tables(parts).slice(0, rows)
-    big = work / "big"
+    big, small = work / "big", work / "small"
     shutil.copytree(run_dir, big)
-    pq.write_table(big_table, big / "records.parquet", compression="zstd")
+    shutil.copytree(run_dir, small)
+    as_parts(big_table, big, rows_per_part)
+    as_parts(table, small, rows_per_part)
     del parts, big_table, table
-    small_peak, big_peak = summarize_peak(run_dir), summarize_peak(big)
+    small_peak, big_peak = summarize_peak(small), summarize_peak(big)
     return {"rows_small": n, "rows_big": rows, "peak_small_mb": small_peak / 2**20, "peak_big_mb": big_peak / 2**20,
             "bytes_per_record": (big_peak - small_peak) / (rows - n)}  # fmt: skip
 
@@ -178,7 +217,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="surgelab-mem-"))
     try:
         r = run_figures(args.rate, args.seconds, keep=work / "run")
-        e = summary_figures(work / "run", args.summary_rows, work)
+        e = summary_figures(work / "run", args.summary_rows, work, rows_per_part=max(1, round(args.rate)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
