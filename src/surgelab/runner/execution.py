@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
+from surgelab.runner.collector import collector_paused, collector_resumed
 from surgelab.runner.guards import AbortGuard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.routing import Router
@@ -183,14 +184,16 @@ class Execution:
         return out
 
     async def __aenter__(self) -> Execution:
-        """Open the connection pools (and, when routing, start the health checks)."""
+        """Open the connection pools (and, when routing, start the health checks); pause the collector."""
         for client in (*self.clients.values(), self.client):
             await client.__aenter__()
+        collector_paused()
         if self.router is not None:
             self._checks = asyncio.create_task(self.router.check_forever())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        collector_resumed()
         if self.router is not None:
             self._checks.cancel()
             await asyncio.gather(self._checks, return_exceptions=True)

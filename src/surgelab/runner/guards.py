@@ -30,7 +30,10 @@ class AbortGuard:
     def __init__(self, abort: Abort, slo: Slo, stop: Callable[[str], None], clock: Callable[[], int]) -> None:
         self.abort, self.slo, self.stop, self.clock = abort, slo, stop, clock
         self.consecutive = 0
-        self.recent: deque[tuple[int, bool, float, float]] = deque()  # (end, failed, ttft s, e2e s)
+        self.recent: deque[tuple[int, bool]] = deque()  # (end, failed) over the window
+        self.ttft: deque[float] = deque()  # felt latencies in s, NaN when failed; in step with recent
+        self.e2e: deque[float] = deque()
+        self.failures = 0  # failed among recent, kept as rows come and go: no pass over the window
         self.tripped: str | None = None
         self._checked_at = 0
 
@@ -46,7 +49,10 @@ class AbortGuard:
         now = self.clock()
         ttft = (out.first_token_ns - meta.intended_ns) / _SECOND if out.first_token_ns is not None and not failed else np.nan
         e2e = (out.end_ns - meta.intended_ns) / _SECOND if out.end_ns is not None and not failed else np.nan
-        self.recent.append((now, failed, ttft, e2e))
+        self.recent.append((now, failed))
+        self.ttft.append(ttft)
+        self.e2e.append(e2e)
+        self.failures += failed
         if now - self._checked_at >= _SECOND // 4:  # the window's figures, four times a second at most
             self._checked_at = now
             self._check_window(now)
@@ -54,21 +60,25 @@ class AbortGuard:
     def _check_window(self, now: int) -> None:
         horizon = now - int(self.abort.window * _SECOND)
         while self.recent and self.recent[0][0] < horizon:
-            self.recent.popleft()
+            self.failures -= self.recent.popleft()[1]
+            self.ttft.popleft()
+            self.e2e.popleft()
         n = len(self.recent)
         if n < self.abort.min_requests:
             return
-        _, failed, ttft, e2e = (np.array(column) for column in zip(*self.recent))
-        rate = float(failed.mean())
+        rate = self.failures / n
         if self.abort.error_rate is not None and rate >= self.abort.error_rate:
             self._trip(f"error rate {rate:.1%} over the last {self.abort.window:g}s (guards.abort.error_rate: {self.abort.error_rate:.1%})")
             return
         factor = self.abort.p99_over_slo
         if factor is None:
             return
-        for name, values, bound in (("ttft", ttft, self.slo.ttft), ("e2e", e2e, self.slo.e2e)):
+        for name, column, bound in (("ttft", self.ttft, self.slo.ttft), ("e2e", self.e2e, self.slo.e2e)):
+            if not bound:
+                continue
+            values = np.fromiter(column, float, n)
             values = values[~np.isnan(values)]
-            if bound and values.size >= self.abort.min_requests:
+            if values.size >= self.abort.min_requests:
                 p99 = float(np.percentile(values, 99))
                 if p99 > factor * bound:
                     self._trip(f"P99 {name} {p99 * 1000:.0f} ms is over {factor:g} × its SLO of {bound * 1000:.0f} ms (guards.abort.p99_over_slo)")
