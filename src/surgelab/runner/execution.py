@@ -107,6 +107,7 @@ class Execution:
                 )
             routing = scenario.routing
             self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
+        collector_paused()  # its full pass takes tens of ms: before the clock starts, not in the schedule
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
         self.t0 = time.perf_counter_ns() if t0 is None else t0
         self._writing: asyncio.Future | None = None
@@ -184,16 +185,15 @@ class Execution:
         return out
 
     async def __aenter__(self) -> Execution:
-        """Open the connection pools (and, when routing, start the health checks); pause the collector."""
+        """Open the connection pools (and, when routing, start the health checks)."""
         for client in (*self.clients.values(), self.client):
             await client.__aenter__()
-        collector_paused()
         if self.router is not None:
             self._checks = asyncio.create_task(self.router.check_forever())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        collector_resumed()
+        collector_resumed()  # paused since __init__
         if self.router is not None:
             self._checks.cancel()
             await asyncio.gather(self._checks, return_exceptions=True)
