@@ -107,7 +107,7 @@ class Execution:
                 )
             routing = scenario.routing
             self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
-        collector_paused()  # its full pass takes tens of ms: before the clock starts, not in the schedule
+        collector_paused()
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
         self.t0 = time.perf_counter_ns() if t0 is None else t0
         self._writing: asyncio.Future | None = None
