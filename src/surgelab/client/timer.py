@@ -4,9 +4,10 @@ uvloop's timers count whole milliseconds (a wake-up lands up to a millisecond ea
 and asyncio's epoll timeout is rounded up to one, so a request sent "at its intended time"
 would leave up to a millisecond off, and every latency measured from that time would carry
 it. On Linux a ``timerfd`` — a kernel high-resolution timer the event loop watches like a
-socket — wakes the loop a fifth of a millisecond early (what a sleeping process takes to run
-again here), and the rest is spent yielding to the loop; one per open client, armed for the
-earliest pending send. Elsewhere the last 1.2 ms before a send are spent yielding.
+socket — wakes the loop on time without spending CPU: it is armed 0.05 ms early and the
+rest is spent yielding to the loop (more yielding would buy the ~0.15 ms a sleeping process
+takes to run again here, at a CPU cost a second worker needs). One per open client, armed
+for the earliest pending send. Elsewhere the last 1.2 ms before a send are spent yielding.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 __all__ = ["SendTimer", "SPIN_NS", "WAKE_NS"]
 
 SPIN_NS = 1_200_000  # without a timerfd: yield to the loop for this long before a send instead of sleeping
-WAKE_NS = 200_000  # with one: wake this early (a sleeping process takes ~0.1 ms to run again), then yield
+WAKE_NS = 50_000  # with one: wake this early, then yield (short: yielding costs CPU that a second worker needs)
 _TFD_TIMER_ABSTIME = 1
 _PR_SET_TIMERSLACK = 29
 
