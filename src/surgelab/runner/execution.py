@@ -26,11 +26,12 @@ from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import load_tokenizer
 
-__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS"]
+__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
 
 SECOND = 1_000_000_000
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
 LEAD_NS = 3_000_000  # a request is prepared this long before it is due, then sent on time
+GRAIN_NS = 1_000_000  # the event loop timer's grain
 
 
 class Observer(Protocol):
@@ -128,11 +129,16 @@ class Execution:
         if self.on_stop is not None:
             self.on_stop(reason)
 
-    async def sleep_until(self, at_ns: int) -> bool:
-        """Sleep until ``at_ns`` unless a stop comes first; True when the time was reached."""
+    async def sleep_until(self, at_ns: int, early_ns: int = 0) -> bool:
+        """Sleep until ``at_ns`` unless a stop comes first; True when the time was reached.
+
+        ``early_ns`` lets it return that much before ``at_ns``: the loop's timers are
+        millisecond-grained (a shorter sleep returns at once), so a caller that can start its
+        work early (``GRAIN_NS``) avoids a busy loop over the last fraction of a millisecond.
+        """
         while not self.stop.requested:
             now = self.clock()
-            if now >= at_ns:
+            if now >= at_ns - early_ns:
                 return True
             await asyncio.sleep(min((at_ns - now) / SECOND, MAX_NAP_S))
         return False

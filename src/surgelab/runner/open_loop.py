@@ -15,7 +15,7 @@ import asyncio
 import numpy as np
 
 from surgelab.runner.conversation import converse, meta_for
-from surgelab.runner.execution import LEAD_NS, Execution
+from surgelab.runner.execution import GRAIN_NS, LEAD_NS, Execution
 from surgelab.runner.phases import PhasePlan, open_loop_offsets
 
 __all__ = ["run_open_loop"]
@@ -36,10 +36,12 @@ async def run_open_loop(ex: Execution, plan: PhasePlan) -> None:
 
     j, n = 0, len(offsets)
     while j < n and not ex.stop.requested:
-        if not await ex.sleep_until(int(offsets[j]) - LEAD_NS):
+        # Up to a timer grain early: each request waits for its own time precisely anyway,
+        # and sub-millisecond sleeps would make this loop spin at high rates.
+        if not await ex.sleep_until(int(offsets[j]) - LEAD_NS, early_ns=GRAIN_NS):
             break
-        soon = ex.clock() + LEAD_NS
-        while j < n and offsets[j] <= soon:  # everything due now or within the lead, at once
+        soon = ex.clock() + LEAD_NS + GRAIN_NS
+        while j < n and offsets[j] <= soon:  # everything due within the lead, at once
             intended, i = int(offsets[j]), int(indices[j])
             if in_flight >= limit:
                 ex.drop(
