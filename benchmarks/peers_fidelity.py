@@ -1,6 +1,6 @@
 """Timing fidelity against the peer tools: each tool's reported TTFT/ITL/E2E against a known truth.
 
-A truth server (``benchmarks/peers/truth_server.py``, its own process, loopback) sends the
+A truth server (``surgelab.testing.lean_server``, its own process, loopback) sends the
 first token 200 ms after a request arrives and one more every 20 ms, on absolute deadlines,
 16 tokens in all: nominally TTFT 200 ms, ITL 20 ms, E2E 200 + 15 x 20 = 500 ms. It is an
 asyncio protocol with the httptools parser and no framework, so it stamps a request's
@@ -24,16 +24,15 @@ import argparse
 import contextlib
 import json
 import signal
-import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from peers_common import BENCH, HERE, RUNNERS, _pcts, ensure, load_average, machine, run_locust, run_surgelab
+from peers_common import BENCH, RUNNERS, _pcts, ensure, load_average, machine, run_locust, run_surgelab
 
 from surgelab import __version__
-from surgelab.testing.child import ListeningChild
+from surgelab.testing.process import ScriptedServerProcess
 
 TTFT_S, ITL_S, TOKENS = 0.200, 0.020, 16
 TRUTH = {"ttft": TTFT_S * 1000, "itl": ITL_S * 1000, "e2e": (TTFT_S + ITL_S * (TOKENS - 1)) * 1000}
@@ -42,9 +41,8 @@ ALL = ("surgelab", "guidellm", "aiperf", "locust", "vllm")
 
 @contextlib.contextmanager
 def truth_server(ttft: float, itl: float) -> Iterator[str]:
-    """The instrumented scripted server as a subprocess; yields its base URL."""
-    cmd = [sys.executable, str(HERE / "peers" / "truth_server.py"), "--ttft", str(ttft), "--itl", str(itl)]
-    with ListeningChild(cmd, label="the truth server", startup_timeout=30) as server:
+    """The lean server (it stamps arrival and every token) as a subprocess; yields its root URL."""
+    with ScriptedServerProcess(ttft, itl, startup_timeout=30, lean=True) as server:
         yield server.root_url
 
 

@@ -1,4 +1,4 @@
-"""The scripted server as a real subprocess, for calibration, benchmarks and tests."""
+"""The scripted server (or the lean one) as a real subprocess, for calibration, benchmarks and tests."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ __all__ = ["ScriptedServerProcess", "scripted_server"]
 
 
 class ScriptedServerProcess(ListeningChild):
-    """``surgelab.testing.scripted_server`` as a child process, on a port it picked itself."""
+    """``surgelab.testing.scripted_server`` (or, with ``lean``, ``lean_server``) as a child process, on a port it picked."""
 
-    def __init__(self, ttft: float = 0.0, itl: float = 0.0, *, startup_timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "surgelab.testing.scripted_server", "--port", "0", "--ttft", str(ttft), "--itl", str(itl)]  # fmt: skip
-        super().__init__(cmd, label="the scripted server", startup_timeout=startup_timeout)
+    def __init__(self, ttft: float = 0.0, itl: float = 0.0, *, startup_timeout: float = 20.0, lean: bool = False) -> None:
+        module = "surgelab.testing.lean_server" if lean else "surgelab.testing.scripted_server"
+        cmd = [sys.executable, "-m", module, "--port", "0", "--ttft", str(ttft), "--itl", str(itl)]
+        super().__init__(cmd, label=f"the {'lean' if lean else 'scripted'} server", startup_timeout=startup_timeout)
         self.ttft = ttft
         self.itl = itl
 
@@ -27,7 +28,7 @@ class ScriptedServerProcess(ListeningChild):
 
 
 @contextlib.contextmanager
-def scripted_server(ttft: float = 0.0, itl: float = 0.0, timeout: float = 20.0) -> Iterator[str]:
-    """Yield the base URL (``http://127.0.0.1:PORT/v1``) of a scripted server subprocess."""
-    with ScriptedServerProcess(ttft, itl, startup_timeout=timeout) as server:
+def scripted_server(ttft: float = 0.0, itl: float = 0.0, timeout: float = 20.0, lean: bool = False) -> Iterator[str]:
+    """Yield the base URL (``http://127.0.0.1:PORT/v1``) of a scripted (or lean) server subprocess."""
+    with ScriptedServerProcess(ttft, itl, startup_timeout=timeout, lean=lean) as server:
         yield server.base_url

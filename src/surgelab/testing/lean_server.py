@@ -1,31 +1,33 @@
-"""A streaming server whose own clock is the truth for the timing-fidelity benchmark.
+"""A streaming OpenAI-style server with as little of its own cost and clock error as Python allows.
 
 No web framework between the socket and the clock: an asyncio protocol with the httptools
 parser stamps a request's arrival when its first bytes are read from the socket, and stamps
-every token chunk just before it is handed to the socket. (The scripted aiohttp server spends
-about a millisecond of its own between the two, which every client's TTFT then includes and
-no handler-side clock sees; that hid each tool's own error.) The first token is due ``ttft``
-after arrival and token ``k`` at ``ttft + k * itl``, on absolute deadlines; the event loop's
-timers are millisecond-grained, so the stamps, not the nominal figures, are the truth.
+every token chunk just before it is handed to the socket. Two uses:
 
-``GET /truth`` returns, per finished streamed request, the server's TTFT (first token chunk −
-arrival), mean gap between token chunks and E2E (last token chunk − arrival), in milliseconds.
-A client's error is its reported figure minus these: what is left is the loopback hop and
-the client itself.
+* **truth for timing fidelity** (``benchmarks/peers_fidelity.py``): the first token is due
+  ``ttft`` after arrival and token ``k`` at ``ttft + k * itl``, on absolute deadlines; the
+  loop's timers are millisecond-grained, so the stamps, not the nominal figures, are the
+  truth. ``GET /truth`` returns, per finished streamed request, the server's TTFT (first
+  token chunk − arrival), mean gap between token chunks and E2E (last token chunk − arrival)
+  in milliseconds. (The scripted aiohttp server spends about a millisecond of its own between
+  arrival and its handler's clock, which every client's TTFT includes and no handler sees.)
+* **a zero-delay server for a client's ceiling** (``surgelab calibrate``): with ``ttft`` and
+  ``itl`` at 0 every answer is one pre-built write, about a fifth of the scripted server's
+  CPU a request, so the client rather than the server is what the search finds.
 
-    python benchmarks/peers/truth_server.py --ttft 0.2 --itl 0.02   # prints "listening on URL"
+    python -m surgelab.testing.lean_server --port 0 --ttft 0.2 --itl 0.02   # prints "listening on URL"
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import functools
 import time
 
 import httptools
 import orjson
 
-from surgelab.testing.serving import run_until_interrupted
+from surgelab.testing.serving import run_until_interrupted, server_argument_parser
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 _TOKENIZER = BuiltinTokenizer()
@@ -52,7 +54,11 @@ def _event(chat: bool, text: str | None, finish: str | None = None, usage: dict 
 
 def _json(status: int, value: object) -> bytes:
     body = orjson.dumps(value)
-    return b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
+    return b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        status,
+        len(body),
+        body,
+    )
 
 
 class Truth:
@@ -120,6 +126,10 @@ class _Connection(asyncio.Protocol):
         prompt = request.get("messages", [{}])[-1].get("content", "") if chat else request.get("prompt", "")
         prompt_tokens = _TOKENIZER.count(prompt if isinstance(prompt, str) else "")
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if not self.ttft_ns and not self.itl_ns and request.get("stream"):  # zero delay: one write, no stamps
+            write(_instant_stream(chat, n, bool((request.get("stream_options") or {}).get("include_usage")),
+                                  prompt_tokens))  # fmt: skip
+            return
         if not request.get("stream"):
             await _sleep_until(arrived + self.ttft_ns + self.itl_ns * (n - 1))
             text = "".join(words)
@@ -142,6 +152,18 @@ class _Connection(asyncio.Protocol):
         self.truth.add(arrived, stamps)
 
 
+@functools.lru_cache(maxsize=64)
+def _instant_stream(chat: bool, n: int, usage: bool, prompt_tokens: int) -> bytes:
+    """A whole streamed answer as one chunked response, built once per shape."""
+    words = [" " + VOCABULARY[i % len(VOCABULARY)] for i in range(n)]
+    events = [_event(chat, word, "length" if k == n - 1 else None) for k, word in enumerate(words)]
+    if usage:
+        counts = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        events.append(_event(chat, None, usage=counts))
+    done = b"data: [DONE]\n\n"
+    return _STREAM_HEAD + b"".join(events) + b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+
+
 async def _sleep_until(at_ns: int) -> None:
     delay = at_ns - time.perf_counter_ns()
     if delay > 0:
@@ -159,13 +181,12 @@ async def serve(host: str, port: int, ttft: float, itl: float) -> None:
         await server.serve_forever()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--ttft", type=float, default=0.0)
-    parser.add_argument("--itl", type=float, default=0.0)
-    args = parser.parse_args()
-    run_until_interrupted(serve("127.0.0.1", args.port, args.ttft, args.itl))
+def main(argv: list[str] | None = None) -> None:
+    parser = server_argument_parser(__doc__)
+    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
+    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
+    args = parser.parse_args(argv)
+    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl))
 
 
 if __name__ == "__main__":
