@@ -165,8 +165,8 @@ def _instant_stream(chat: bool, n: int, usage: bool, prompt_tokens: int) -> byte
 
 
 async def _sleep_until(at_ns: int) -> None:
-    delay = at_ns - time.perf_counter_ns()
-    if delay > 0:
+    """Never less than asked (uvloop's millisecond timers can wake up to a millisecond early)."""
+    while (delay := at_ns - time.perf_counter_ns()) > 0:
         await asyncio.sleep(delay / 1e9)
 
 

@@ -59,6 +59,13 @@ def _prompt_tokens(body: dict, chat: bool) -> int:
     return _TOKENIZER.count(str(body.get("prompt", "")))
 
 
+async def _until(deadline: float) -> None:
+    """Sleep until ``deadline`` (``time.monotonic``), never less: uvloop's millisecond timers can wake
+    up to a millisecond early, and a scripted delay must not be shorter than the script says."""
+    while (delay := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(delay)
+
+
 def make_app(ttft: float, itl: float) -> web.Application:
     live: dict[int, asyncio.BaseTransport] = {}  # held, so no id is reused while it is listed
     stats = {"requests": 0, "connections": 0, "authorization": None}
@@ -94,7 +101,7 @@ def make_app(ttft: float, itl: float) -> web.Application:
         usage = {"prompt_tokens": _prompt_tokens(body, chat), "completion_tokens": n,
                  "total_tokens": _prompt_tokens(body, chat) + n}  # fmt: skip
         if not body.get("stream"):
-            await asyncio.sleep(max(arrived + ttft + gap * (n - 1) - time.monotonic(), 0))
+            await _until(arrived + ttft + gap * (n - 1))
             text = "".join(words)
             choice = {"index": 0, "finish_reason": "length",
                       **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}  # fmt: skip
@@ -103,9 +110,7 @@ def make_app(ttft: float, itl: float) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         for k, word in enumerate(words):
-            delay = arrived + ttft + gap * k - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await _until(arrived + ttft + gap * k)
             if model == "reset" and k == n // 2:
                 request.transport.abort() if request.transport else None
                 return resp
