@@ -151,6 +151,14 @@ json.dump({"model_type": "llama"}, open(out + "/config.json", "w"))
 # -- running a tool ---------------------------------------------------------------------------
 
 
+def _no_output(path: Path, proc: subprocess.CompletedProcess, level: Level) -> bool:
+    """True (and the level says why, from the tool's last output) when the tool left no result file."""
+    if path.exists():
+        return False
+    level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    return True
+
+
 def _run(
     cmd: list[str], timeout: float, env: dict | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
@@ -215,8 +223,7 @@ def run_locust(base: str, rate: float, seconds: float, work: Path, tokens: int =
     proc = _run(cmd, seconds + 90, env=env)
     level = Level("locust", rate)
     path = Path(str(prefix) + ".json")
-    if not path.exists():
-        level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    if _no_output(path, proc, level):
         return level
     stats = [s for s in json.loads(path.read_text()) if s.get("name") == "/v1/chat/completions"]
     if not stats:
@@ -273,8 +280,7 @@ def run_guidellm(base: str, rate: float, seconds: float, work: Path, tokens: int
     proc = _run(cmd, seconds + 240, env={"HF_HUB_OFFLINE": "1"})
     level = Level("guidellm", rate)
     path = out_dir / "out.json"
-    if not path.exists():
-        level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    if _no_output(path, proc, level):
         return level
     bench = json.loads(path.read_text())["benchmarks"][0]
     reqs = bench["requests"]
@@ -313,8 +319,7 @@ def run_aiperf(base: str, rate: float, seconds: float, work: Path, tokens: int =
     proc = _run(cmd, seconds + 240)
     level = Level("aiperf", rate)
     summary, records = out_dir / "profile_export_aiperf.json", out_dir / "profile_export.jsonl"
-    if not summary.exists():
-        level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    if _no_output(summary, proc, level):
         return level
     s = json.loads(summary.read_text())
     level.completed = int((s.get("completed_request_count") or s.get("request_count") or {}).get("avg") or 0)
@@ -356,8 +361,7 @@ def run_vllm(base: str, rate: float, seconds: float, work: Path, tokens: int = 1
     proc = _run(cmd, seconds + 300, env={"HF_HUB_OFFLINE": "1"})
     level = Level("vllm bench", rate)
     path = out_dir / "result.json"
-    if not path.exists():
-        level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    if _no_output(path, proc, level):
         return level
     r = json.loads(path.read_text())
     level.completed = int(r.get("completed") or 0)
@@ -405,8 +409,7 @@ def run_surgelab(base: str, rate: float, seconds: float, work: Path, tokens: int
     proc = _run(cmd, seconds + 120)
     level = Level(f"surgelab w={workers}", rate)
     path = out_dir / "summary.json"
-    if not path.exists():
-        level.note = "no output: " + proc.stdout[-300:].replace("\n", " | ")
+    if _no_output(path, proc, level):
         return level
     s = json.loads(path.read_text())
     level.completed = s["requests"]["ok"]

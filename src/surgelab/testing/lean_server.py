@@ -27,7 +27,7 @@ import time
 import httptools
 import orjson
 
-from surgelab.testing.serving import run_until_interrupted, server_argument_parser
+from surgelab.testing.serving import run_timed_server
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 _TOKENIZER = BuiltinTokenizer()
@@ -182,11 +182,7 @@ async def serve(host: str, port: int, ttft: float, itl: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = server_argument_parser(__doc__)
-    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
-    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
-    args = parser.parse_args(argv)
-    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl))
+    run_timed_server(__doc__, serve, argv)
 
 
 if __name__ == "__main__":

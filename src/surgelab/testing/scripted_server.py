@@ -27,7 +27,7 @@ import time
 import orjson
 from aiohttp import web
 
-from surgelab.testing.serving import run_until_interrupted, serve_app, server_argument_parser
+from surgelab.testing.serving import run_timed_server, serve_app
 from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["make_app", "serve"]
@@ -142,11 +142,7 @@ async def serve(host: str, port: int, ttft: float, itl: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = server_argument_parser(__doc__)
-    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
-    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
-    args = parser.parse_args(argv)
-    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl))
+    run_timed_server(__doc__, serve, argv)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
 
 from surgelab.runner.loop import run_async
 
-__all__ = ["run_until_interrupted", "serve_app", "server_argument_parser"]
+__all__ = ["run_timed_server", "run_until_interrupted", "serve_app", "server_argument_parser"]
 
 
 async def serve_app(app: web.Application, host: str, port: int, backlog: int = 4096) -> None:
@@ -38,6 +38,17 @@ def server_argument_parser(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     return parser
+
+
+def run_timed_server(
+    doc: str, serve: Callable[[str, int, float, float], Coroutine[Any, Any, None]], argv: list[str] | None = None
+) -> None:
+    """The command line of a server with a scripted TTFT and ITL (``--ttft``, ``--itl`` in seconds), run."""
+    parser = server_argument_parser(doc)
+    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
+    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
+    args = parser.parse_args(argv)
+    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl))
 
 
 def run_until_interrupted(server: Coroutine[Any, Any, None]) -> None:
