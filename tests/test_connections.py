@@ -35,3 +35,18 @@ def test_keepalive_pool_grows_to_the_concurrency(timed_server, scenario_for, run
     reconciled(result.summary, result.run_dir)
     assert after["requests"] - before["requests"] == result.summary["requests"]["ok"] >= 16
     assert after["connections"] - before["connections"] == 4
+
+
+def test_a_pooled_connection_the_server_dropped_costs_a_resend_not_a_failure(
+    zero_server, scenario_for, run, reconciled, tmp_path
+):
+    """The server closes each connection when a second request arrives on it, as a keep-alive timer
+    firing while the request travels does: every request is sent again once on a new connection."""
+    scenario = scenario_for(zero_server.url, model="drop-reused", load={"concurrency": 1, "duration": "1s"})
+    result = run(scenario, tmp_path / "run")
+    records = reconciled(result.summary, result.run_dir)
+    assert set(records.column("state").to_pylist()) == {"ok"}
+    resends = records.column("resends").to_pylist()
+    assert resends[0] == 0 and set(resends[1:]) == {1} and len(resends) > 5
+    assert result.summary["requests"]["resent"] == len(resends) - 1
+    assert result.summary["requests"]["failed"] == 0

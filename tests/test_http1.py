@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import time
 
@@ -202,3 +203,118 @@ def test_send_timer_is_never_early_and_rarely_late(timerfd):
     lateness = run_async(main())
     assert len(lateness) == 40 and lateness[0] >= 0
     assert lateness[len(lateness) // 2] < 500_000  # the median wake-up is well inside the timer's millisecond
+
+
+# -- pooled connections the server has closed (issue: llama.cpp's server broke a default run) ------
+
+
+def _stale_server(answer_at):
+    """A server that counts connections and answers request ``k`` of a connection (1-based) when
+    ``answer_at(k, idle_s)`` returns the head's extra headers; None means: read it and close silently,
+    as a server does whose keep-alive timer or request limit fired while the request was on its way."""
+    seen: list[tuple[int, int]] = []  # (connection number, request number on it)
+
+    async def handle(reader, writer):
+        k, last = 0, time.perf_counter()
+        conn = max([c for c, _ in seen], default=0) + 1
+        seen.append((conn, 0))
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+                await reader.readexactly(length)
+                k += 1
+                idle, last = time.perf_counter() - last, time.perf_counter()
+                seen.append((conn, k))
+                extra = answer_at(k, idle)
+                if extra is None:
+                    break
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n%s\r\nok" % extra)
+                await writer.drain()
+                last = time.perf_counter()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    return handle, seen
+
+
+def _sequential(handle, n: int, pause_s: float = 0.0):
+    """``n`` requests one after another on one pool; each one's (status, body, resent)."""
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/x"
+        async with server:
+            pool = HttpPool({})
+            got = []
+            for i in range(n):
+                if i and pause_s:
+                    await asyncio.sleep(pause_s)
+                async with pool.request("POST", url, b"{}") as resp:
+                    got.append((resp.status, await resp.read(), resp.resent))
+            await pool.close()
+            return got
+
+    return run_async(main())
+
+
+def _requests_by_connection(seen) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for conn, k in seen:
+        out[conn] = max(out.get(conn, 0), k)
+    return out
+
+
+def test_a_request_the_server_drops_on_a_reused_connection_is_sent_once_more_on_a_new_one():
+    handle, seen = _stale_server(lambda k, idle: b"" if k == 1 else None)  # one answer per connection
+    got = _sequential(handle, 3)
+    assert [g[:2] for g in got] == [(200, b"ok")] * 3
+    assert [g[2] for g in got] == [False, True, True]  # the 2nd and 3rd each met a dropped pooled connection
+    assert _requests_by_connection(seen) == {1: 2, 2: 2, 3: 1}
+
+
+def test_keep_alive_max_is_honoured():
+    handle, seen = _stale_server(lambda k, idle: b"Keep-Alive: timeout=60, max=%d\r\n" % (3 - k) if k < 3 else None)
+    got = _sequential(handle, 4)
+    assert got == [(200, b"ok", False)] * 4  # never sent a 3rd request where max=1 said the 2nd was the last
+    assert _requests_by_connection(seen) == {1: 2, 2: 2}
+
+
+def test_keep_alive_timeout_is_honoured():
+    handle, seen = _stale_server(lambda k, idle: b"Keep-Alive: timeout=1\r\n" if idle < 0.6 or k == 1 else None)
+    got = _sequential(handle, 3, pause_s=0.7)  # idle longer than the timeout less its margin
+    assert got == [(200, b"ok", False)] * 3
+    assert _requests_by_connection(seen) == {1: 1, 2: 1, 3: 1}
+
+
+def test_a_failure_on_a_new_connection_is_not_sent_again():
+    handle, seen = _stale_server(lambda k, idle: None)
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/x"
+        async with server:
+            pool = HttpPool({})
+            with pytest.raises(ServerDisconnected):
+                async with pool.request("POST", url, b"{}"):
+                    pass
+            await pool.close()
+
+    run_async(main())
+    assert _requests_by_connection(seen) == {1: 1}
+
+
+def test_a_half_closed_idle_connection_is_not_handed_out():
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.transport.write_eof()  # FIN, but the socket still reads: whatever comes is never answered
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+
+    got = _sequential(handle, 2, pause_s=0.1)
+    assert got == [(200, b"ok", False)] * 2

@@ -153,3 +153,19 @@ def test_stop_event_stops_an_in_process_run(zero_server, scenario_for, reconcile
     reconciled(result.summary, result.run_dir)
     assert result.summary["requests"]["scheduled"] == pytest.approx(20, abs=8)
     assert os.path.exists(result.run_dir / RECORDS_FILE)
+
+
+@pytest.mark.parametrize("load", [{"concurrency": 2}, {"rate": 4, "arrival": "constant"}])
+def test_a_run_never_outlives_its_duration_plus_its_grace(zero_server, scenario_for, run, reconciled, tmp_path, load):
+    """A server that stalls every answer used to hold a 1 s run for its 60 s first-token timeout."""
+    scenario = scenario_for(
+        zero_server.url, model="stall", load={**load, "duration": "1s", "grace": "0.5s"},
+        target={"timeouts": {"first_token": "60s"}},
+    )  # fmt: skip
+    started = time.monotonic()
+    result = run(scenario, tmp_path / "run")
+    assert time.monotonic() - started < 4  # 1 s + 0.5 s grace, and the start and the summary
+    records = reconciled(result.summary, result.run_dir)
+    states = set(records.column("state").to_pylist())
+    assert states == {"cancelled"}
+    assert result.summary["stop_reason"] == "completed"

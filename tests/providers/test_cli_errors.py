@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from surgelab.cli import app
+
 from .fixtures import write_run
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from surgelab.providers.cost import break_even, cost_per_mtok, read_plan
 from surgelab.scenario.model import Price
+
 from .fixtures import summary, write_run
 
 

@@ -10,6 +10,7 @@ from surgelab.providers.evidence import EvidenceError, collect
 from surgelab.providers.requirements import load_requirements
 from surgelab.providers.score import score
 from surgelab.scenario.model import Price
+
 from .fixtures import summary, write_probe, write_run
 
 PROFILE = """\

@@ -90,7 +90,9 @@ class _Columns:
         self.end = source.numpy("end_ns", seconds)
         self.prompt = source.floats("prompt_tokens")
         self.output = source.floats("output_tokens")
-        self.attempts = _attempts(source.numpy("http_status", plain), source.numpy("attempts", plain), source.rows)
+        self.attempts = _attempts(
+            source.numpy("http_status", plain), source.numpy("attempts", plain), source.numpy("resends", plain), source.rows
+        )
 
     def itl_of(self, mask: np.ndarray) -> np.ndarray:
         return self.gaps.values(mask)
@@ -395,11 +397,15 @@ def _aggregate(agg: str, metric: str, c: _Columns, ok: np.ndarray, stream: bool)
     return float(np.percentile(values, float(agg[1:])))
 
 
-def _attempts(status: np.ndarray | None, attempts: np.ndarray | None, rows: int) -> dict[str, int]:
-    """429s counted on their own (the target's rate limit, not its failure), and retries (target.retry)."""
+def _attempts(
+    status: np.ndarray | None, attempts: np.ndarray | None, resends: np.ndarray | None, rows: int
+) -> dict[str, int]:
+    """429s counted on their own (the target's rate limit, not its failure), retries (target.retry), and
+    requests sent again on a new connection because the pooled one had been closed (not failures either)."""
     status = status if status is not None else np.empty(0)
     rate_limited = int(np.sum(np.nan_to_num(status.astype(float), nan=0) == 429))
+    resent = int(np.sum(np.nan_to_num(resends.astype(float), nan=0) > 0)) if resends is not None else 0
     if attempts is None:
-        return {"rate_limited": rate_limited, "retried": 0, "attempts": rows}
+        return {"rate_limited": rate_limited, "retried": 0, "attempts": rows, "resent": resent}
     sends = np.nan_to_num(attempts.astype(float), nan=1.0)
-    return {"rate_limited": rate_limited, "retried": int(np.sum(sends > 1)), "attempts": int(sends.sum())}
+    return {"rate_limited": rate_limited, "retried": int(np.sum(sends > 1)), "attempts": int(sends.sum()), "resent": resent}

@@ -8,11 +8,21 @@ the answer with ``httptools`` (llhttp, the parser uvicorn uses), handing body by
 reader as they arrive. It speaks what inference APIs need: keep-alive pooling with an
 optional cap, chunked and length-delimited bodies, TLS, gzip/deflate bodies. It does not
 follow redirects or use proxies; a 3xx answer is returned as it is.
+
+Keep-alive with servers as they are: a pooled connection is handed out only while the server
+has not closed it (checked on the socket itself, not only through the event loop), its
+``Keep-Alive: timeout=…, max=…`` allows another request, and the answer did not say
+``Connection: close``. Closing an idle connection races with sending on it, and no check
+closes that race: a request that fails on a *reused* connection before a single byte of its
+answer arrived is sent once more on a new connection (``Response.resent``), as browsers and
+Go's ``net/http`` do. A fresh connection's failure is always the request's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import select
 import ssl
 import zlib
 from collections import deque
@@ -30,7 +40,9 @@ __all__ = ["ConnectTimeout", "HttpPool", "InvalidResponse", "Response", "ServerD
 
 _USER_AGENT = f"surgelab/{__version__}"
 _HIGH_WATER = 1 << 20  # bytes buffered before reading from the socket pauses
-_FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding"))
+_FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding", b"keep-alive"))
+_KEEP_ALIVE_PARAM = re.compile(rb"(timeout|max)\s*=\s*(\d+)", re.I)
+_IDLE_MARGIN_S = 0.5  # give up on an idle connection this long before the server's announced timeout
 
 
 class ConnectTimeout(Exception):
@@ -77,16 +89,23 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self._fd = -1
+        self.exchanges = 0  # requests sent on this connection
+        self.idle_until = float("inf")  # loop time after which the server may close it (Keep-Alive: timeout)
+        self.requests_left: int | None = None  # further requests the server allows (Keep-Alive: max)
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
 
     def data_received(self, data: bytes) -> None:
         response = self.response
         if response is None:  # bytes nobody asked for: the connection cannot be trusted
             self.close()
             return
+        response.received += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -146,6 +165,27 @@ class _Connection(asyncio.Protocol):
     def reusable(self) -> bool:
         return not self.lost and self.transport is not None and not self.transport.is_closing()
 
+    def fit_for_another(self, now: float) -> bool:
+        """Whether a pooled connection may carry another request: open, within the server's
+        keep-alive terms, and with nothing waiting on its socket (an idle connection that is
+        readable holds the server's FIN, or bytes nobody asked for)."""
+        if not self.reusable or now >= self.idle_until or self.requests_left == 0:
+            return False
+        if self._fd < 0:
+            return True
+        try:
+            readable, _, _ = select.select((self._fd,), (), (), 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def settle_terms(self, response: Response, now: float) -> None:
+        """Remember what the answer said about keeping the connection (``Keep-Alive: timeout=T, max=N``)."""
+        timeout, most = response.keep_alive_terms
+        self.idle_until = now + timeout - _IDLE_MARGIN_S if timeout is not None else float("inf")
+        if most is not None:
+            self.requests_left = max(most - 1, 0)  # Apache counts this answer in: max=1 is the last
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
@@ -170,6 +210,9 @@ class Response:
         self.until_close = False
         self.error: Exception | None = None
         self.buffered = 0
+        self.received = 0  # bytes of this answer so far, head included
+        self.resent = False  # sent again on a new connection after the reused one turned out closed
+        self.keep_alive_terms: tuple[int | None, int | None] = (None, None)
         self._chunks: deque[bytes] = deque()
         self._pending = b""  # already decoded bytes a read(n) did not hand out
         self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
@@ -198,6 +241,8 @@ class Response:
             self.error = InvalidResponse(f"unsupported Content-Encoding {encoding.decode('latin-1')!r}")
         length = framing.get(b"content-length", b"").strip()
         self.content_length = int(length) if length.isdigit() else None
+        terms = dict((k.lower(), int(v)) for k, v in _KEEP_ALIVE_PARAM.findall(framing.get(b"keep-alive", b"")))
+        self.keep_alive_terms = (terms.get(b"timeout"), terms.get(b"max"))
         no_body = self._head_only or status in (204, 304)
         chunked = b"chunked" in framing.get(b"transfer-encoding", b"").lower()
         self.until_close = not (no_body or chunked or self.content_length is not None)
@@ -269,9 +314,24 @@ class _Exchange:
         self._response: Response | None = None
 
     async def __aenter__(self) -> Response:
-        conn = self._conn = await self._pool.acquire(self._endpoint)
+        conn = await self._pool.acquire(self._endpoint)
+        try:
+            return await self._send(conn)
+        except (ServerDisconnected, ConnectionError):
+            response = self._response
+            if not conn.exchanges > 1 or response is None or response.received:
+                raise  # a new connection's failure, or the server had begun to answer: the request's own
+            self._pool.release(self._endpoint, conn, keep=False)
+            conn = await self._pool.connect(self._endpoint)
+            response = await self._send(conn)
+            response.resent = True
+            return response
+
+    async def _send(self, conn: _Connection) -> Response:
+        self._conn = conn
         response = self._response = conn.response = Response(conn, head_only=self._method == "HEAD")
         conn.parser = httptools.HttpResponseParser(conn)
+        conn.exchanges += 1
         if not conn.reusable:
             raise ServerDisconnected("server closed the connection before the request was sent")
         conn.transport.write(self._request)  # type: ignore[union-attr]
@@ -285,6 +345,8 @@ class _Exchange:
         conn.response = None
         keep = response is not None and response.complete and response.error is None and response.keep_alive
         keep = keep and not response.unread and self._method != "HEAD"  # type: ignore[union-attr]
+        if keep:
+            conn.settle_terms(response, conn.loop.time())  # type: ignore[arg-type]
         self._pool.release(self._endpoint, conn, keep)
 
 
@@ -335,13 +397,15 @@ class HttpPool:
     async def acquire(self, endpoint: _Endpoint) -> _Connection:
         while True:
             idle = self._idle.get(endpoint.key)
+            now = asyncio.get_running_loop().time() if idle else 0.0
             while idle:
                 conn = idle.pop()
-                if conn.reusable:
+                if conn.fit_for_another(now):
                     return conn
+                conn.close()
                 self._open.discard(conn)
             if not self._limit or len(self._open) + self._connecting < self._limit:
-                return await self._connect(endpoint)
+                return await self.connect(endpoint)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -350,7 +414,8 @@ class HttpPool:
                 if not waiter.done() or waiter.cancelled():
                     self._waiters.remove(waiter) if waiter in self._waiters else None
 
-    async def _connect(self, endpoint: _Endpoint) -> _Connection:
+    async def connect(self, endpoint: _Endpoint) -> _Connection:
+        """A new connection (counted against the limit while it is being made)."""
         loop = asyncio.get_running_loop()
         tls, host, port = endpoint.key
         context = None

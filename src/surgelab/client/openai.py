@@ -63,7 +63,7 @@ class OpenAIClient:
             await self._flow(spec, out, at_ns)
             return
         out.kind = kind
-        out.prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
+        out.prompt_tokens = out.intended_prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
         out.input_units = spec.input_units
         handler = self.kinds[kind]
         await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read, at_ns)
@@ -73,7 +73,7 @@ class OpenAIClient:
     async def _flow(self, spec: RequestSpec, out: Outcome, at_ns: int | None) -> None:
         """The steps one after another; the chain is one record, each step's time in ``step_ms``."""
         out.kind, out.input_units, out.step_ms = "flow", float(len(spec.steps)), []
-        prompt_tokens = 0
+        prompt_tokens = intended = 0
         step = Outcome()
         for step_spec in spec.steps:
             step = Outcome()
@@ -84,11 +84,14 @@ class OpenAIClient:
             if step.sent_ns is not None and step.end_ns is not None:
                 out.step_ms.append((step.end_ns - step.sent_ns) / 1e6)
             prompt_tokens += step.prompt_tokens or 0
+            intended += step.intended_prompt_tokens or 0
+            out.resends += step.resends
             if step.state is not State.OK:
                 out.fail(step.state, f"step {step_spec.request_class}: {step.error}", step.end_ns or self._clock())
                 out.http_status = step.http_status
                 return
         out.prompt_tokens, out.output_tokens = prompt_tokens, step.output_tokens
+        out.intended_prompt_tokens = intended
         out.first_token_ns, out.token_ns, out.end_ns = step.first_token_ns, step.token_ns, step.end_ns
         out.http_status, out.usage_source, out.output_units = step.http_status, step.usage_source, step.output_units
         out.text = step.text if spec.keep_text else None

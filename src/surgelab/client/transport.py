@@ -105,6 +105,7 @@ class Transport:
             async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
                 async with exchange as resp:
                     out.first_byte_ns = clock()
+                    out.resends += resp.resent
                     out.http_status = resp.status
                     if resp.status >= 400:
                         out.retry_after_s = retry_after_seconds(resp.headers.get("Retry-After"))

@@ -56,6 +56,8 @@ class Outcome:
     step_ms: list[float] | None = None  # a flow's step durations, in order
     target: str = ""  # which named target answered (multi-target routing)
     attempts: int = 1  # sends made for this request: 1, or more under target.retry
+    resends: int = 0  # sent again at once on a new connection: the reused keep-alive one had been closed
+    intended_prompt_tokens: int | None = None  # the prompt length surgelab meant to send (prompt_tokens may be the server's)
     retry_after_s: float | None = None  # the last error response's Retry-After, in seconds
 
     def reset_for_retry(self) -> None:
@@ -99,6 +101,8 @@ RECORD_SCHEMA = pa.schema(
         pa.field("output_units", pa.float64()),  # vectors, images, audio seconds, results, response bytes
         pa.field("step_ms", pa.list_(pa.float32())),  # a flow's step durations, in order
         pa.field("attempts", pa.int16()),  # sends made (1 without retries); null in runs recorded before retries
+        pa.field("resends", pa.int16()),  # sends repeated on a new connection after a stale pooled one; null before
+        pa.field("intended_prompt_tokens", pa.int32()),  # what surgelab meant to send; null before, or not counted
     ],
     metadata={"surgelab.record_version": "1"},
 )

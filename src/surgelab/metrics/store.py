@@ -57,7 +57,7 @@ class RecordBuffer:
         "id", "worker", "user", "phase", "request_class", "tier", "session", "turn", "warmup", "state", "intended_ns",
         "sent_ns", "first_byte_ns", "first_token_ns", "end_ns", "prompt_tokens",
         "output_tokens", "usage_source", "http_status", "error", "target", "kind",
-        "input_units", "output_units", "step_ms", "attempts",
+        "input_units", "output_units", "step_ms", "attempts", "resends", "intended_prompt_tokens",
     )  # fmt: skip
 
     def __init__(self, worker: int = 0) -> None:
@@ -100,6 +100,8 @@ class RecordBuffer:
         c["step_ms"].append(outcome.step_ms)
         c["target"].append(outcome.target)
         c["attempts"].append(outcome.attempts)
+        c["resends"].append(outcome.resends)
+        c["intended_prompt_tokens"].append(outcome.intended_prompt_tokens)
         if len(outcome.token_ns) > 1:
             times = np.frombuffer(outcome.token_ns, dtype=np.int64)
             gaps = (np.diff(times) // 1000).astype(np.int32)

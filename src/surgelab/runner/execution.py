@@ -208,11 +208,16 @@ class Execution:
 
     # -- the end ----------------------------------------------------------------------------
 
-    async def drain(self, grace_s: float) -> None:
-        """Let in-flight work finish; after a stop, only for the grace period."""
+    async def drain(self, grace_s: float, end_ns: int | None = None) -> None:
+        """Let in-flight work finish, but only for the grace period after a stop or after the
+        schedule's end (``end_ns``): a run never outlives its duration plus its grace."""
+        last_ns = end_ns + int(grace_s * SECOND) if end_ns is not None else None
         while self.tasks and not self.stop.requested:
+            if last_ns is not None and self.clock() >= last_ns:
+                break
             await asyncio.wait(set(self.tasks), timeout=MAX_NAP_S)
         if self.tasks:
+            grace_s = grace_s if self.stop.requested else 0.0  # past the schedule's end, the grace is spent
             deadline = time.monotonic() + (0 if self.stop.hurry else grace_s)
             while self.tasks and not self.stop.hurry and time.monotonic() < deadline:
                 await asyncio.wait(set(self.tasks), timeout=min(MAX_NAP_S, max(deadline - time.monotonic(), 0)))

@@ -104,7 +104,7 @@ async def _execute(
                 if isinstance(outcome, Exception):  # a bug, not a load condition: say so, keep what was measured
                     print(f"error: phase {plan.phase.name!r} failed: {outcome!r}", file=sys.stderr)
                     ex.request_stop(f"error in phase {plan.phase.name!r}: {type(outcome).__name__}: {outcome}")
-            await ex.drain(grace)
+            await ex.drain(grace, max(p.end_ns for p in plans))
     finally:
         for task in helpers:
             task.cancel()

@@ -11,6 +11,8 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
     garbage              send invalid JSON in the stream no-done      close the stream without [DONE]
     no-usage             stream without a usage chunk    slow-N       N seconds between tokens
     echo-auth            HTTP 401 repeating the Authorization header back
+    drop-reused          close a connection, without a word, when a second request arrives on it
+                         (a keep-alive timer or request limit firing while the request was on its way)
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
 ``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
@@ -74,7 +76,8 @@ def make_app(ttft: float, itl: float) -> web.Application:
         arrived = time.monotonic()
         transport = request.transport
         stats["requests"] += 1
-        if transport is not None and id(transport) not in live:  # not the client port: loopback reuses those
+        reused = transport is not None and id(transport) in live
+        if transport is not None and not reused:  # not the client port: loopback reuses those
             if len(live) > 1000:
                 for key in [k for k, t in live.items() if t.is_closing()]:
                     del live[key]
@@ -84,6 +87,9 @@ def make_app(ttft: float, itl: float) -> web.Application:
         chat = request.path.endswith("/chat/completions")
         body = orjson.loads(await request.read())
         model = str(body.get("model", "ok"))
+        if model == "drop-reused" and reused:
+            transport.close()  # type: ignore[union-attr]
+            raise asyncio.CancelledError  # aiohttp writes nothing for a handler cancelled on a closed connection
         n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         gap = float(model[5:]) if model.startswith("slow-") else itl
         if model.startswith("status-"):
