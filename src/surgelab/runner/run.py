@@ -24,6 +24,7 @@ from surgelab.load.shapes import Breakpoint
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
 from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
+from surgelab.runner.cpu import cpu_counters, cpu_usage
 from surgelab.runner.execution import SECOND, Execution, Observer, Shard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
@@ -154,6 +155,7 @@ def prepare(scenario: Scenario, run_dir: Path) -> tuple[Path, list[PhasePlan], d
             {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
             for p in plans
         ],
+        "cpu_start": cpu_counters(),  # replaced by the run's CPU use ("cpu") when it ends
     }
     write_json(run_dir / "run.json", info)
     return run_dir, plans, info
@@ -171,6 +173,8 @@ def finish(
     run_end_ns = int(info["planned_duration_s"] * SECOND)
     stopped_at = min(stop_at_ns, run_end_ns) if stop_at_ns is not None else run_end_ns
     info.update(stop_reason=stop_reason, stopped_at_s=stopped_at / SECOND, wall_s=wall_ns / SECOND)
+    if "cpu_start" in info:
+        info["cpu"] = cpu_usage(info.pop("cpu_start"), cpu_counters(), int(info.get("workers", 1)))
     write_json(run_dir / "run.json", info)
     return RunResult(run_dir=run_dir, summary=write_summary(scenario, run_dir, info), stop_reason=stop_reason)
 
@@ -184,6 +188,8 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
     return_freed_memory()  # a long run's records are read column by column: keep the peak to what is in use
     merge_parts(run_dir)
     summary = summarize(run_dir, scenario, RunInfo.from_dict(info))  # read column by column, not as one table
+    if info.get("cpu"):
+        summary["host_cpu"] = info["cpu"]  # measured during the run, so the same wherever it is summarised
     telemetry = {}
     if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
         merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")

@@ -19,10 +19,7 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
     hints: list[str] = []
     lag = summary["schedule_lag_ms"]
     if not summary["validity"]["valid"] and lag.get("p99") is not None and lag["p99"] > summary["validity"]["max_lag_p99_ms"]:
-        hints.append(
-            f"client schedule lag P99 {lag['p99']:.0f} ms: the load generator is the bottleneck, not the server "
-            "— add workers or lower the rate"
-        )
+        hints.append(f"client schedule lag P99 {lag['p99']:.0f} ms: {_lag_culprit(summary.get('host_cpu'))}")
     states = summary["requests"]["by_state"]
     failed = summary["requests"]["failed"]
     if failed:
@@ -57,6 +54,28 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
                 "the run never reached a steady state (a queue still growing, or a run too short for its latencies)"
             )
     return hints
+
+
+def _lag_culprit(cpu: dict[str, Any] | None) -> str:
+    """Why the client fell behind, from the run's CPU accounts (``runner/cpu.py``)."""
+    if not cpu:
+        return "the load generator could not keep up (its CPU use was not measured) — add workers or lower the rate"
+    client, busy, cpus = cpu["client_cores"], cpu.get("machine_busy_cores"), cpu["cpus"]
+    each = client / max(cpu.get("client_processes", 1), 1)  # one process uses one core at most
+    used = f"surgelab used {client:.2f} of a core" + (f" in {cpu['client_processes']} processes" if each != client else "")
+    if busy is not None and busy >= 0.85 * cpus and each < 0.7:
+        return (
+            f"the machine was saturated by other processes ({busy:.1f} of {cpus} cores busy, {used}): the client was "
+            "starved, not overloaded — give it a machine or a core of its own (a server on the same host competes "
+            "for the CPU), or lower the rate"
+        )
+    if each >= 0.7:
+        return f"the load generator is the bottleneck, not the server ({used}) — add workers or lower the rate"
+    machine = f", {busy:.1f} of {cpus} cores busy" if busy is not None else ""
+    return (
+        f"the client fell behind without being short of CPU on average ({used}{machine}): short bursts — "
+        "look at the lag over time in the report, or add workers"
+    )
 
 
 def attach_telemetry(summary: dict[str, Any], block: dict[str, Any]) -> None:

@@ -1,0 +1,62 @@
+"""Lag diagnosis names the culprit: the client's own CPU, or other processes on the machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from surgelab.telemetry.diagnose import diagnose
+
+
+def _summary(cpu: dict | None) -> dict:
+    summary = {
+        "schedule_lag_ms": {"p99": 80.0},
+        "validity": {"valid": False, "max_lag_p99_ms": 10.0},
+        "requests": {"by_state": {"http_error": 0, "timeout": 0, "connection_error": 0, "protocol_error": 0}, "failed": 0},
+        "latency_ms": {"ttft": {}},
+        "concurrency": {},
+    }
+    if cpu is not None:
+        summary["host_cpu"] = cpu
+    return summary
+
+
+def _cpu(client: float, busy: float, cpus: int = 2, processes: int = 1) -> dict:
+    return {"cpus": cpus, "client_processes": processes, "client_cores": client, "machine_busy_cores": busy,
+            "other_cores": busy - client}  # fmt: skip
+
+
+def test_a_starved_client_is_told_apart_from_an_overloaded_one():
+    [starved] = diagnose(_summary(_cpu(client=0.15, busy=1.95)))
+    assert "saturated by other processes" in starved and "1.9 of 2 cores" in starved and "0.15 of a core" in starved
+    assert "add workers" not in starved
+    [overloaded] = diagnose(_summary(_cpu(client=0.98, busy=1.2)))
+    assert "the load generator is the bottleneck" in overloaded and "add workers" in overloaded
+    [two] = diagnose(_summary(_cpu(client=1.9, busy=1.95, processes=2)))
+    assert "the load generator is the bottleneck" in two and "in 2 processes" in two
+    [bursts] = diagnose(_summary(_cpu(client=0.2, busy=0.6)))
+    assert "without being short of CPU" in bursts
+    [unknown] = diagnose(_summary(None))
+    assert "not measured" in unknown
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="the machine's CPU accounts are read from /proc/stat")
+def test_a_run_records_its_own_and_the_machines_cpu(zero_server, scenario_for, run, tmp_path):
+    """With every core spun by other processes, the run's accounts show the machine busy and the client light."""
+    cpus = os.cpu_count() or 1
+    spin = "import time\nend = time.monotonic() + 8\nwhile time.monotonic() < end: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(cpus)]
+    try:
+        result = run(scenario_for(zero_server.url, load={"rate": 5, "duration": "2s"}), tmp_path / "run")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    cpu = result.summary["host_cpu"]
+    assert cpu["cpus"] == cpus and cpu["client_processes"] == 1
+    assert cpu["machine_busy_cores"] >= 0.8 * cpus  # the hogs
+    assert cpu["client_cores"] < 0.5  # 5 requests a second cost the client little
+    assert cpu["other_cores"] == pytest.approx(cpu["machine_busy_cores"] - cpu["client_cores"], abs=0.01)
