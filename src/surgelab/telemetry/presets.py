@@ -1,6 +1,8 @@
 """The series worth keeping from each inference server and GPU exporter.
 
-Names as each project documents them: vLLM (docs "Production Metrics", V0 and V1 names),
+Names as each project documents them: vLLM (docs "Production Metrics"; ``series`` are the V1
+engine's names, checked against a real vLLM 0.32 server in tests/realengine, ``legacy`` the V0
+names older servers and ``surgelab serve`` still expose),
 SGLang ("Production Metrics"), Hugging Face TGI ("Metrics" reference), NVIDIA Triton
 ("Metrics"), llama.cpp server (``--metrics``), NVIDIA DCGM exporter (default counters) and
 the Prometheus node exporter. ``roles`` name the few series the analysis reads (running and
@@ -20,6 +22,12 @@ class Preset:
     prefix: str  # how to recognise the server from its metric names
     series: tuple[str, ...]  # metric family names kept (histograms keep their buckets)
     roles: dict[str, str] = field(default_factory=dict)  # running / waiting / kv_usage / gpu_util / memory_used
+    legacy: tuple[str, ...] = ()  # older names of series, kept too when a server still exposes them
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        """Every family name a scrape with this preset keeps."""
+        return self.series + self.legacy
 
 
 PRESETS: dict[str, Preset] = {
@@ -29,15 +37,15 @@ PRESETS: dict[str, Preset] = {
             "vllm",
             "vllm:",
             (
-                "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_swapped",
-                "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_preemptions",
-                "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
-                "vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
-                "vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds",
+                "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                "vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:prefix_cache_queries",
+                "vllm:prefix_cache_hits", "vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+                "vllm:request_time_per_output_token_seconds", "vllm:inter_token_latency_seconds",
                 "vllm:request_queue_time_seconds",
             ),
             {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
              "kv_usage": "vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc"},
+            ("vllm:num_requests_swapped", "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"),
         ),
         Preset(
             "sglang",

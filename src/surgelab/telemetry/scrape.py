@@ -43,14 +43,14 @@ class _Filter:
         self.names: set[str] | None = None
         self.patterns = [re.compile(s.replace("*", ".*") + "$") for s in source.series if "*" in s and s != "*"]
         if source.preset not in ("auto", "all"):
-            self.names = set(PRESETS[source.preset].series) | set(source.series)
+            self.names = set(PRESETS[source.preset].kept) | set(source.series)
 
     def keeps(self, families: list[Family]) -> list[Family]:
         if self.keep_all:
             return families
         if self.names is None:  # first successful scrape of an "auto" source decides
             preset = detect_preset({f.name for f in families})
-            self.names = set(preset.series if preset else ()) | set(self.source.series)
+            self.names = set(preset.kept if preset else ()) | set(self.source.series)
         names = self.names
         return [
             f for f in families
