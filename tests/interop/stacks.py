@@ -260,6 +260,8 @@ STACKS: list[Stack] = [
                 na={"max-requests": _NO_LIMIT, "http10": "hyper " + _ASKED_VERSION, "gzip": _NO_GZIP}),
     PythonStack("aiohttp", "pip install aiohttp", file="aiohttp_server.py", modules=("aiohttp",),
                 na={"max-requests": _NO_LIMIT, "http10": _ASKED_VERSION}),
+    PythonStack("tornado", "pip install tornado", file="tornado_server.py", modules=("tornado",),
+                na={"max-requests": _NO_LIMIT, "http10": "tornado writes HTTP/1.1 on every status line"}),
     NginxStack("nginx", "apt-get install nginx", tool="nginx",
                na={"http10": "nginx writes HTTP/1.1 on every status line"}),
     GoStack("go", "apt-get install golang-go", tool="go", source="server.go",
