@@ -88,3 +88,24 @@ def test_natural_lengths_respect_max_and_min_tokens_and_are_deterministic_per_se
 def test_max_completion_tokens_wins_over_max_tokens(http):
     body = chat([{"role": "user", "content": "x"}], max_tokens=50, max_completion_tokens=4, ignore_eos=True)
     assert http.post(CHAT, body).json()["usage"]["completion_tokens"] == 4
+
+
+def test_tokenize_counts_as_the_completions_do(http):
+    """vLLM's /tokenize, so clients can calibrate: the same count the chat usage reports."""
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": " baba bebe, hello world!"}]
+    counted = http.post("/tokenize", {"model": "m", "messages": messages, "return_token_strs": True}).json()
+    usage = http.post(CHAT, chat(messages, max_tokens=1)).json()["usage"]
+    assert counted["count"] == usage["prompt_tokens"] == len(counted["tokens"]) == len(counted["token_strs"])
+    assert "".join(counted["token_strs"]) == "be brief baba bebe, hello world!"
+    prompt = http.post("/tokenize", {"model": "m", "prompt": " baba bebe"}).json()
+    assert prompt["count"] == 2 and "token_strs" not in prompt
+    assert http.post("/tokenize", {"model": "m"}).status == 400
+
+
+def test_a_client_learns_that_this_server_counts_as_the_builtin_tokenizer(tiny_server):
+    from surgelab.client.tokenize import learn_tokenizer
+    from surgelab.runner.loop import run_async
+    from surgelab.scenario.model import Target
+
+    learned = run_async(learn_tokenizer(Target(url=tiny_server.root_url + "/v1", model="m"), {}))
+    assert learned.builtin_agrees, learned.note

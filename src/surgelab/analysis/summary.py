@@ -89,6 +89,7 @@ class _Columns:
         self.first_token = source.numpy("first_token_ns", seconds)
         self.end = source.numpy("end_ns", seconds)
         self.prompt = source.floats("prompt_tokens")
+        self.intended_prompt = source.floats("intended_prompt_tokens")
         self.output = source.floats("output_tokens")
         self.attempts = _attempts(
             source.numpy("http_status", plain), source.numpy("attempts", plain), source.numpy("resends", plain), source.rows
@@ -165,6 +166,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
             "output_total": overall["tokens"]["output_total"],
             "usage_source": overall["tokens"]["usage_source"],
         },
+        "prompt_lengths": _prompt_lengths(c, scenario.tokenizer),
         "by_phase": _breakdown(c, c.phase, lambda name: _phase_window(info, name, window), scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
@@ -175,7 +177,40 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
+    summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
     return summary
+
+
+PROMPT_TOLERANCE = 0.10  # prompts more than this far from the length asked for are worth a warning
+
+
+def _prompt_lengths(c: _Columns, tokenizer: str) -> dict[str, Any]:
+    """Prompt tokens as surgelab meant them against the server's own count, over successes with server usage."""
+    both = (c.state == State.OK.value) & (c.usage_source == "server") & np.isfinite(c.intended_prompt) & np.isfinite(c.prompt)
+    both &= c.intended_prompt > 0
+    block: dict[str, Any] = {"tokenizer": tokenizer, "compared": int(both.sum()), "intended_mean": None,
+                             "server_mean": None, "ratio": None, "within_tolerance": None, "warning": None}  # fmt: skip
+    if not block["compared"]:
+        return block
+    meant, counted = c.intended_prompt[both], c.prompt[both]
+    ratio = float(counted.sum() / meant.sum())
+    block.update(
+        intended_mean=float(meant.mean()),
+        server_mean=float(counted.mean()),
+        ratio=ratio,
+        within_tolerance=float(np.mean(np.abs(counted / meant - 1.0) <= PROMPT_TOLERANCE)),
+    )
+    if abs(ratio - 1.0) > PROMPT_TOLERANCE:
+        why = (
+            "the target offered no /tokenize surgelab could learn from: give its tokenizer.json (tokenizer: PATH)"
+            if tokenizer in ("builtin", "auto")
+            else "its tokenizer or chat template differs from what surgelab measured before the run"
+        )
+        block["warning"] = (
+            f"prompts arrived {ratio:.2f}× the length asked for: {block['server_mean']:.0f} tokens on average as the "
+            f"server counted them, {block['intended_mean']:.0f} meant ({tokenizer} tokenizer) — {why}"
+        )
+    return block
 
 
 @dataclass(frozen=True)

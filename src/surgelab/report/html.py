@@ -38,6 +38,7 @@ table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 6p
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 .pass { color: var(--good); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
+.warn { color: #b45309; font-weight: 600; }
 .ns { color: var(--muted); } .note { color: var(--muted); font-size: 12px; }
 """
 
@@ -105,6 +106,7 @@ _REPORT_JS = r"""
       t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
   }
   if (!S.validity.valid) root.appendChild(slEl("p", { className: "fail" }, "Run INVALID: " + S.validity.reasons.join("; ")));
+  (S.warnings || []).forEach(w => root.appendChild(slEl("p", { className: "warn" }, "Warning: " + w)));
 
 
   const load = section("Load: target against achieved");

@@ -102,8 +102,8 @@ def summary_table(summary: dict[str, Any]) -> Group:
     verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
     parts.append(Text.from_markup(f"schedule lag p50 {_num(lag['p50'])} ms · p99 {_num(lag['p99'])} ms — {verdict}"))
     client_warning = (summary.get("client") or {}).get("warning")
-    if client_warning:
-        parts.append(Text(f"warning: {client_warning}", style="bold yellow"))
+    for warning in [*summary.get("warnings", []), *([client_warning] if client_warning else [])]:
+        parts.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in summary.get("diagnosis", []):
         parts.append(Text(f"hint: {hint}", style="yellow"))
     for t in summary["thresholds"]:

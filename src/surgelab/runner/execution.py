@@ -24,7 +24,7 @@ from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.routing import Router
 from surgelab.scenario.model import Scenario
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import load_tokenizer
+from surgelab.workload.tokenizers import load_tokenizer
 
 __all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
 
@@ -80,7 +80,7 @@ class Execution:
         keep_text: bool = False,
     ) -> None:
         self.scenario = scenario
-        self.tokenizer = load_tokenizer(scenario.tokenizer)
+        self.tokenizer = load_tokenizer(scenario.tokenizer, scenario.tokenizer_calibration)
         self.shard = shard
         self.keep_text = keep_text  # hand every answer's text to the observers (response comparison)
         self.on_stop = on_stop  # told of a stop this process decided (abort, breakpoint), for its peers

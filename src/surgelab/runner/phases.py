@@ -11,7 +11,7 @@ from surgelab.load.shapes import Replay, Steady
 from surgelab.runner.execution import SECOND
 from surgelab.scenario.model import Phase, Scenario
 from surgelab.workload.prompts import WorkloadSampler
-from surgelab.workload.tokenizer import load_tokenizer
+from surgelab.workload.tokenizers import load_tokenizer
 from surgelab.workload.trace_workload import TraceSampler
 
 __all__ = ["PhasePlan", "plan_phases", "open_loop_offsets"]
@@ -56,7 +56,7 @@ def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
 
 def _sampler(scenario: Scenario, phase: Phase, index: int) -> WorkloadSampler | TraceSampler:
     shape, workload = phase.load.shape, scenario.workload_of(phase)
-    tokenizer = load_tokenizer(scenario.tokenizer)
+    tokenizer = load_tokenizer(scenario.tokenizer, scenario.tokenizer_calibration)
     salt = scenario.prompt_salt or 0
     if isinstance(shape, Replay) and shape.lengths:
         return TraceSampler(shape.load(), workload, scenario.seed, index, shape.block_size, tokenizer, salt)

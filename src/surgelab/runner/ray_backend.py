@@ -21,6 +21,7 @@ from surgelab.metrics.record import RECORD_SCHEMA
 from surgelab.metrics.store import RecordStore, read_records
 from surgelab.runner.execution import SECOND, Shard
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
+from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 
 __all__ = ["run_on_ray", "RayUnavailable"]
@@ -104,7 +105,7 @@ async def run_on_ray(
     ray = _connect(address)
     actor_class = ray.remote(num_cpus=0)(_ShardActor)
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
-    scenario = with_salt(scenario)
+    scenario = await with_tokenizer(with_salt(scenario), api_key)
     run_dir, _, info = prepare(scenario, run_dir)
     await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing
     offsets = [await _offset(actor) for actor in actors]

@@ -31,6 +31,7 @@ from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.runner.rundir import prepare_run_dir, write_json
+from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.telemetry.derive import summarize_telemetry
 from surgelab.telemetry.diagnose import attach_telemetry
@@ -243,7 +244,7 @@ async def run_scenario(
     keep_text: bool = False,
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
-    scenario = with_salt(scenario)
+    scenario = await with_tokenizer(with_salt(scenario), api_key)
     run_dir, plans, info = prepare(scenario, run_dir)
     ex, _ = await run_shard(
         scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,

@@ -22,6 +22,7 @@ from typing import Any
 from surgelab.runner.execution import SECOND, Observer, Shard
 from surgelab.runner.live import LiveSnapshot
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
+from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 
 __all__ = ["run_with_workers", "merge_snapshots"]
@@ -120,7 +121,7 @@ async def run_with_workers(
     start_delay_s: float = 0.1,
 ) -> RunResult:
     """Run ``scenario`` split over ``workers`` processes; the result is that of one run."""
-    scenario = with_salt(scenario)
+    scenario = await with_tokenizer(with_salt(scenario), api_key)
     run_dir, plans, info = prepare(scenario, run_dir)
     info["workers"] = workers
     ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets

@@ -23,6 +23,7 @@ from surgelab.conditions import Threshold
 from surgelab.files import scenario_path
 from surgelab.load.arrivals import Arrival
 from surgelab.load.shapes import Shape
+from surgelab.scenario.calibration import TokenizerCalibration
 from surgelab.units import parse_duration, parse_ratio
 from surgelab.workload.distributions import Distribution
 
@@ -549,9 +550,14 @@ class Scenario(_Model):
     phases: list[Phase] | None = Field(None, min_length=1, description="Instead of load: several phases, each with its own load and mix.")
     workload: Workload = Field(Workload(), description="What each request asks for.")
     tokenizer: str = Field(
-        "builtin",
-        description="builtin, or a Hugging Face tokenizer.json (or a folder with one) for exact counts of a real model; "
-        "a relative path is relative to the scenario file.",
+        "auto",
+        description="How prompt lengths are counted. auto: the target's own tokenizer, chat template included, "
+        "learned from its /tokenize (vLLM, SGLang, llama.cpp, surgelab serve) before the run, else builtin; server: the "
+        "same, and an error when the target cannot tokenize; builtin; or a Hugging Face tokenizer.json (or a folder "
+        "with one), a relative path being relative to the scenario file.",
+    )
+    tokenizer_calibration: TokenizerCalibration | None = Field(
+        None, description="Filled in by surgelab when it learned the target's tokenizer (tokenizer: auto or server)."
     )
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
     telemetry: Telemetry = Field(Telemetry(), description="Prometheus endpoints to scrape during the run.")
@@ -567,7 +573,7 @@ class Scenario(_Model):
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer_path(cls, value: str, info: ValidationInfo) -> str:
-        return value if value == "builtin" else scenario_path(value, info, "tokenizer")
+        return value if value in ("auto", "builtin", "server") else scenario_path(value, info, "tokenizer")
 
     @model_validator(mode="before")
     @classmethod

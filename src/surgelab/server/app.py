@@ -29,6 +29,7 @@ from surgelab.server.protocol import (
     parse_chat,
     parse_completion,
     parse_embeddings,
+    parse_tokenize,
     plan_output,
 )
 from surgelab.server.responses import DONE, Completion, usage
@@ -89,6 +90,7 @@ class InferenceServer:
         app.router.add_post("/v1/embeddings", self.embeddings)
         MediaRoutes(self).register(app)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
         app.on_startup.append(self._start)
@@ -120,6 +122,11 @@ class InferenceServer:
             "max_model_len": self.config.profile.max_model_len,
         }
         return _json({"object": "list", "data": [card]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's /tokenize: how this server counts a prompt (clients calibrate prompt lengths with it)."""
+        body = parse_body(await request.read())
+        return _json(parse_tokenize(body, self.config.profile.max_model_len))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._inference(request, parse_chat, self._generate)

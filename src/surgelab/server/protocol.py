@@ -7,6 +7,7 @@ agrees exactly: the sum over chat messages of the text content, or the completio
 from __future__ import annotations
 
 import base64
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +16,10 @@ import numpy as np
 import orjson
 
 from surgelab.workload.media import image_size, image_tokens
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = [
+    "parse_tokenize",
     "ApiError",
     "Generation",
     "EmbeddingInput",
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 _TOKENIZER = BuiltinTokenizer()
+_VOCABULARY_INDEX = {word: i for i, word in enumerate(VOCABULARY)}
 
 
 class ApiError(Exception):
@@ -93,6 +96,33 @@ def parse_chat(body: Mapping[str, Any]) -> Generation:
     texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
     images = sum(_image_tokens(m, i) for i, m in enumerate(messages))
     return _generation(body, chat=True, texts=texts, token_ids=images)
+
+
+def parse_tokenize(body: Mapping[str, Any], max_model_len: int) -> dict[str, Any]:
+    """vLLM's ``POST /tokenize`` answer for ``prompt`` or chat ``messages``, counted as the server counts
+    prompts (the built-in tokenizer, no chat template): clients calibrate their prompt lengths with it."""
+    if isinstance(body.get("messages"), list):
+        texts = [text for i, m in enumerate(body["messages"]) for text in _message_texts(m, i)]
+    elif isinstance(body.get("prompt"), str):
+        texts = [body["prompt"]]
+    else:
+        raise ApiError(400, "give 'prompt' (a string) or 'messages' (an array)", param="prompt")
+    pieces = [piece for text in texts for piece in _TOKENIZER.pieces(text)]
+    answer: dict[str, Any] = {
+        "count": len(pieces),
+        "max_model_len": max_model_len,
+        "tokens": [_token_id(p) for p in pieces],
+    }
+    if body.get("return_token_strs"):
+        answer["token_strs"] = pieces
+    return answer
+
+
+def _token_id(piece: str) -> int:
+    """A stable id for a piece: its vocabulary index for the synthetic words, a hash above them otherwise."""
+    word = piece.strip()
+    index = _VOCABULARY_INDEX.get(word)
+    return index if index is not None else len(VOCABULARY) + zlib.crc32(piece.encode()) % 100_000
 
 
 def _image_tokens(message: Mapping[str, Any], index: int) -> int:

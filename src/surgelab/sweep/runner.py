@@ -15,6 +15,7 @@ from typing import Any
 from surgelab.analysis.knee import find_knee
 from surgelab.metrics.store import read_records
 from surgelab.runner import run_scenario
+from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sweep.breaking import analyse_break, break_shape
@@ -83,6 +84,7 @@ async def run_sweep(
     """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``."""
     say = on_status or (lambda _msg: None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    base = await with_tokenizer(base)  # learned once: every level sends prompts made the same way
     slos = slo_thresholds(base.slo, config.sla_percentile)
     p99_bounds = slo_thresholds(base.slo, "p99")
     rows: list[LevelRow] = []

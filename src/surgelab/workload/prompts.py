@@ -101,11 +101,13 @@ class PromptFactory:
     def spec(self, index: int) -> RequestSpec:
         n, max_tokens, with_prefix, row = self._draws[index]
         n, max_tokens = int(n), int(max_tokens)
+        around = self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
         if self.dataset is None:
+            n = max(n - around, 1)  # the server's template tokens are part of the length asked for
             text = self.text(index, n)
         else:
             text, n, max_tokens = self._from_dataset(index, int(row), n, max_tokens)
-        tokens = n + self._system_tokens
+        tokens = n + around + self._system_tokens
         if with_prefix:
             text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
             tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
@@ -176,10 +178,11 @@ class PromptFactory:
         prompt = self.text(index + turn * 1_000_003, n)
         count = self.tokenizer.count
         history_tokens = sum(count(u.strip()) + count(a.strip()) for u, a in history)
+        around = self.tokenizer.template_tokens(self.cls.request_kind, bool(self.system_prompt), len(history))
         return replace(
             first,
             prompt=prompt,
-            prompt_tokens=self._system_tokens + history_tokens + n,
+            prompt_tokens=self._system_tokens + history_tokens + n + around,
             max_tokens=plan.output_tokens[turn - 2],
             history=history,
         )

@@ -12,14 +12,13 @@ exactly one token with or without its leading space.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer", "load_tokenizer"]
+__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer"]
 
 _PIECES = re.compile(
     r" ?[^\W\d_]{1,6}"  # words, at most six letters a piece
@@ -58,19 +57,9 @@ class Tokenizer:
         """Word choices spelling ``number``: the start of a prompt no other request shares."""
         raise NotImplementedError
 
-
-def load_tokenizer(spec: str) -> Tokenizer:
-    """``builtin``, or a Hugging Face ``tokenizer.json`` (or a folder holding one) on disk."""
-    if spec == "builtin":
-        return BuiltinTokenizer()
-    return _load_file(spec)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_file(path: str) -> Tokenizer:
-    from surgelab.workload.hf_tokenizer import HFTokenizer
-
-    return HFTokenizer(path)
+    def template_tokens(self, kind: str | None, system: bool = False, turns: int = 0) -> int:
+        """Tokens the server adds around a request's text (its chat template); 0 when not known."""
+        return 0
 
 
 class BuiltinTokenizer(Tokenizer):
