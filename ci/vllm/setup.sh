@@ -29,7 +29,7 @@ step() { # step NAME COMMAND...: run, logging; on failure show the log's tail an
   echo "== $name"
   if ! "$@" >>"$LOG" 2>&1; then
     echo "ci/vllm/setup.sh: '$name' failed; last lines of $LOG:" >&2
-    grep -v "^WARNING: Location" "$LOG" | tail -30 >&2
+    { grep -v "^WARNING: Location" "$LOG" || true; } | tail -30 >&2
     exit 1
   fi
 }

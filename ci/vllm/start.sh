@@ -46,7 +46,7 @@ echo "$PID" >"$PIDFILE"
 
 give_up() {
   echo "start.sh: vLLM on port $PORT $1; last lines of $LOG:" >&2
-  grep -v "DeprecationWarning\|warnings.warn" "$LOG" | tail -40 >&2
+  { grep -v "DeprecationWarning\|warnings.warn" "$LOG" || true; } | tail -40 >&2
   kill -TERM -- "-$PID" 2>/dev/null || true
   for _ in $(seq 1 40); do kill -0 "$PID" 2>/dev/null || break; sleep 0.25; done
   kill -KILL -- "-$PID" 2>/dev/null || true
