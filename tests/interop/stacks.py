@@ -91,6 +91,13 @@ def _output(*argv: str) -> str:
     return (done.stdout + done.stderr).strip()
 
 
+def _compile(argv: list[str], env: Mapping[str, str] | None = None) -> None:
+    """Run a compiler in ``servers/``; its own message when it fails."""
+    done = subprocess.run(argv, cwd=SERVERS, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}")
+
+
 def _executable(name: str) -> str | None:
     """``name`` on PATH or in an sbin directory a non-root PATH may lack (nginx lives there)."""
     return shutil.which(name) or next(
@@ -140,11 +147,11 @@ class GoStack(ToolStack):
         return _output("go", "version").split()[2]  # "go version go1.19.8 linux/amd64"
 
     def build(self, workdir: Path) -> None:
-        env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+        # standard library only: nothing to download, and no newer toolchain either (Go >= 1.21 would try)
+        env = {**os.environ, "GOPROXY": "off", "GOTOOLCHAIN": "local"}
         if "HOME" not in env and "GOCACHE" not in env:  # go derives its build cache from HOME
             env["GOCACHE"] = str(workdir / "go-cache")
-        subprocess.run(["go", "build", "-o", str(self.binary(workdir)), self.source], cwd=SERVERS, env=env,
-                       check=True, capture_output=True, timeout=300)  # fmt: skip
+        _compile(["go", "build", "-o", str(self.binary(workdir)), self.source], env)
 
     def commands(self, port: int, settings: Settings, workdir: Path) -> list[Command]:
         return [Command([str(self.binary(workdir)), "--port", str(port), *settings.flags()], port, self.name)]
@@ -171,8 +178,7 @@ class CppStack(ToolStack):
 
     def build(self, workdir: Path) -> None:
         flags = _output("pkg-config", "--cflags", "--libs", "cpp-httplib").split()
-        subprocess.run(["g++", "-std=c++17", self.source, *flags, "-pthread", "-o", str(self.binary(workdir))],
-                       cwd=SERVERS, check=True, capture_output=True, timeout=300)  # fmt: skip
+        _compile(["g++", "-std=c++17", self.source, *flags, "-pthread", "-o", str(self.binary(workdir))])
 
     def commands(self, port: int, settings: Settings, workdir: Path) -> list[Command]:
         return [Command([str(self.binary(workdir)), "--port", str(port), *settings.flags()], port, self.name)]

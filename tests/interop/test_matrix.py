@@ -26,7 +26,7 @@ from .stacks import STACKS, Settings, Stack
 
 TTFT_S, ITL_S, TOKENS = 0.05, 0.01, 8
 TOLERANCE_MS = 3.0
-USERS = 2
+USERS = 2  # started ITL/2 apart, so a one-threaded server never owes both streams a token at the same instant
 MAX_REQUESTS = 3
 ANSWER_S = TTFT_S + (TOKENS - 1) * ITL_S  # a whole answer leaves with the last token
 SCRIPT_MS = {"ttft": TTFT_S * 1e3, "itl": ITL_S * 1e3, "answer": ANSWER_S * 1e3}
@@ -94,7 +94,7 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
         model="interop",
         target={"stream": behaviour.stream, "connection": behaviour.connection, "headers": behaviour.headers,
                 "timeouts": {"first_token": 2, "total": 5}},
-        load={"concurrency": USERS, "think_time": think, "grace": 3,
+        load={"concurrency": USERS, "think_time": think, "grace": 3, "ramp_up": ITL_S,  # users half a token apart: see USERS
               "duration": (2.5 if think else 4.5) * cycle},  # 3 requests per user with think time, else 5
         workload={"prompt_tokens": 16, "output_tokens": TOKENS},
     )  # fmt: skip
