@@ -2,6 +2,8 @@
 
 Clock-agnostic by construction: ``Engine.step()`` says how long a step takes and the caller
 lets that time pass, in wall time (``surgelab serve``) or virtual time (the simulator).
+``Engine.run()``/``advance()`` take the same steps many at a time while only time passes
+(``surgelab.engine.request.Run`` says what a run did).
 """
 
 from surgelab.engine.core import Engine, RequestRejected

@@ -78,9 +78,24 @@ class KVCache:
             return -1
         return hits
 
+    def admissible(self, hashes: tuple[int, ...], tokens: int) -> bool:
+        """Whether ``admit`` would succeed now; changes nothing."""
+        need = self.blocks_for(tokens)
+        hits = min(self.match(hashes), need)
+        revived = len({h for h in hashes[:hits] if h in self._evictable})  # held again: no longer free
+        return self.free_blocks - revived >= need - hits
+
     def grow(self, alloc: Allocation, tokens: int) -> bool:
         """Make sure ``alloc`` covers ``tokens`` tokens; False when the cache is full."""
         return self._allocate(alloc, self.blocks_for(tokens) - alloc.blocks)
+
+    def allocate(self, alloc: Allocation, blocks: int) -> bool:
+        """Add ``blocks`` private blocks to ``alloc``; False (nothing added) when they do not fit.
+
+        Evicts unreferenced cached blocks, least recently used first, as ``grow`` does: any
+        number of one-block allocations evicts exactly what one allocation of their sum does.
+        """
+        return self._allocate(alloc, blocks)
 
     def promote(self, alloc: Allocation, hashes: tuple[int, ...]) -> None:
         """Publish a request's computed prompt blocks in the prefix cache."""

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["EngineRequest", "StepResult", "prefix_block_hashes"]
+__all__ = ["EngineRequest", "Run", "StepResult", "prefix_block_hashes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,40 @@ class StepResult:
     def idle(self) -> bool:
         """Nothing was scheduled: the caller should wait for a new request."""
         return self.prefill_tokens == 0 and self.decode_seqs == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Steps decided at once by ``Engine.run``: the first is taken, the rest are planned.
+
+    Planned steps are pure decode: every running request produces one token at each of them,
+    and nothing changes the batch but the caller (a request added or aborted). The caller lets
+    the steps' time pass and says with ``Engine.advance`` how many planned steps were taken
+    before it changed anything; the others never happen.
+
+    A request's tokens come in *stretches*, one token per step: a stretch begins at the run's
+    first step for every request in ``started``, and lasts until the step before a later run
+    that lists the request in ``stopped`` (preempted, or not scheduled), until its last token
+    (``finished``), or until the request is aborted.
+    """
+
+    start: int
+    """Index of the run's first step (``Engine.steps`` before it)."""
+    durations: tuple[float, ...]
+    """Seconds of each step: the one taken, then the planned ones."""
+    started: Mapping[str, int] = field(default_factory=dict)
+    """Requests whose tokens start (again) at the first step, with their place in the batch:
+    requests produce their tokens of a step in increasing place."""
+    stopped: tuple[str, ...] = ()
+    """Requests that produced a token at the step before the run and not at its first step."""
+    finished: tuple[str, ...] = ()
+    """Requests whose last token comes at the run's last step, in batch order. They finish
+    only if every planned step is taken (at once when the run has a single step)."""
+
+    @property
+    def planned(self) -> int:
+        """Steps after the first, to be taken with ``Engine.advance``."""
+        return len(self.durations) - 1
 
 
 def prefix_block_hashes(tokens: Sequence[int | str], block_size: int) -> tuple[int, ...]:

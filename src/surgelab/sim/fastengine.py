@@ -1,31 +1,25 @@
-"""The engine model, stepped many steps at a time while nothing can contend.
+"""The engine in a replica a run of steps at a time, on the engine's ``run``/``advance`` API.
 
-Stepping ``Engine.step()`` costs Python work per running sequence per step; a replica busy
-for an hour takes half a million steps. While a replica is *uncontended* the engine's
-schedule is known in closed form, and this backend computes whole runs of steps at once
-(numpy over the steps, nothing per sequence per step):
+``EngineBackend`` (``replica.py``) asks the engine for one step per event, as the embedded
+server's driver does. This backend asks for a *run* (``Engine.run``): the next step, plus
+the steps after it during which every running request just decodes, each as long as
+``EngineProfile.step_time`` says. One event is scheduled, at the end of the run's last step,
+and the records come out identical (``tests/sim/test_fast_path.py``):
 
-- every running sequence decodes one token per step (no chunked prefill pending);
-- new requests are all admitted at the next step start with their whole prompt: the
-  running count stays within ``max_num_seqs``, decodes plus new prompts within
-  ``max_batched_tokens``, and the KV blocks every sequence will ever need
-  (``ceil((prompt + output) / block_size)`` each) fit the cache, so nothing is ever
-  preempted or blocked;
-- no prefix-cache hashes (``cache.prefix`` off), and every step is at least ``coalesce``
-  long (so the server would not coalesce steps either).
+- A request arriving during the run joins the step after the one under way, as it would
+  join the next ``step()``: the run is cut there (``Engine.advance`` takes the steps started
+  so far) and its end event moves to the end of that step.
+- A run is also cut at the first step end where a client gives up: a first token later than
+  ``timeouts.first_token`` (or still waiting past it), a token later than ``timeouts.total``.
+  The engine ends runs itself where a request finishes or the batch could change.
+- Tokens come in stretches, one per step (``Run.started``/``stopped``/``finished``): the
+  replica keeps the delivery time of every step (``log``), and a request's token times are
+  slices of it, taken when its stretch ends.
+- Busy time counts a step whole from its start, as ``EngineBackend`` does: ``settle`` brings
+  it up to date whenever the autoscaler or the timeline looks.
 
-Then step j of a run carries ``p`` prefill tokens (the prompts admitted at its start, j = 0
-only), ``d`` decodes and reads ``r_j = R + n·j`` KV tokens (each sequence's context grows by
-one per step), and lasts ``profile.step_time(p, d, r_j)`` — the engine's own formula, with
-the same floating-point operations. Steps are computed ahead in chunks whose length adapts
-to how often arrivals cut a run short. A run ends at the next step where a sequence finishes
-or a client deadline passes; an arrival cuts it after the step under way, as the engine
-admits a request at the next step start. Every sequence emits at every step from its
-admission to its end, so its token times are a slice of the replica's log of step ends.
-
-When a step start does not meet the conditions, the running sequences are handed to a real
-``Engine`` (its internal sequence state rebuilt exactly) and the replica steps that until it
-is idle again. ``tests/sim/test_fastengine.py`` checks both paths give identical records.
+Steps shorter than ``coalesce`` are delivered in batches by ``EngineBackend``; this backend
+serves profiles whose every step is at least that long (``fast_eligible``).
 """
 
 from __future__ import annotations
@@ -37,256 +31,231 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from surgelab.engine import Engine, EngineProfile, EngineRequest
-from surgelab.engine.core import _Sequence
+from surgelab.engine.request import Run
 from surgelab.metrics.record import State
 from surgelab.sim.events import Call, Event, Rank
-from surgelab.sim.replica import EngineBackend, Replica
-from surgelab.sim.request import SimRequest
+from surgelab.sim.request import SECOND, SimRequest
 
 if TYPE_CHECKING:
+    from surgelab.sim.replica import Replica
     from surgelab.sim.simulator import Simulator
 
 __all__ = ["FastEngineBackend", "fast_eligible"]
 
-_MIN_RUN, _MAX_RUN = 2, 512  # steps computed ahead, adapted to how often arrivals cut a run
+_MIN_RUN, _MAX_RUN = 2, 512  # steps planned ahead, adapted to how often arrivals cut a run
+_FIRST_TOKEN = "timed out waiting for the first token"
+_TOTAL = "timed out before the response ended"
 
 
 def fast_eligible(profile: EngineProfile, coalesce_s: float) -> bool:
+    """Whether every step of ``profile`` lasts at least ``coalesce_s`` (so none is coalesced)."""
     return profile.step_overhead_s + profile.decode_base_s >= coalesce_s
 
 
-class _Seq:
-    __slots__ = ("req", "prompt", "output", "admit", "foot")
-
-    def __init__(self, req: SimRequest, admit: int, foot: int) -> None:
-        self.req, self.prompt, self.output, self.admit, self.foot = (
-            req,
-            req.spec.prompt_tokens,
-            req.output_tokens,
-            admit,
-            foot,
-        )
-
-
-class _Run:
-    __slots__ = ("t0", "ends", "k", "n", "new")
-
-    def __init__(self, t0: int, ends: list[int], k: int, n: int, new: list[_Seq]) -> None:
-        self.t0, self.ends, self.k, self.n, self.new = t0, ends, k, n, new
-
-
 class FastEngineBackend:
-    def __init__(self, profile: EngineProfile, coalesce_s: float) -> None:
-        self.profile = profile
-        self.slow = EngineBackend(profile, True, coalesce_s)
-        self.checker = Engine(profile)
-        self.block = profile.block_size
-        self._max_seqs, self._max_tokens, self._kv_blocks = (
-            profile.max_num_seqs,
-            profile.max_batched_tokens,
-            profile.kv_blocks,
-        )
-        self._max_len = profile.max_model_len
-        self._s_kv, self._base = profile.s_per_kv_token, profile.decode_base_s
-        self._prefill, self._overhead = profile.prefill_s_per_token, profile.step_overhead_s
-        self.fast = True
+    def __init__(self, profile: EngineProfile, prefix_caching: bool, coalesce_s: float) -> None:
+        self.profile, self.prefix_caching = profile, prefix_caching
+        self.pending: Event | None = None
         self.chunk = 8
-        self.full = False
         self._clear()
 
     def _clear(self) -> None:
-        self.running: dict[str, _Seq] = {}  # admission order
-        self.new: list[SimRequest] = []
-        self.footprint = self.r_total = 0
-        self.finishes: list[tuple[int, int, str]] = []  # (finish step, admission order, rid)
-        self._order = 0
-        self.deadlines: list[tuple[int, str]] = []
-        self.log = array("q")  # end time of every fast step, by step index
-        self.pending: Event | None = None
-        self.run: _Run | None = None
+        self.engine = Engine(self.profile, prefix_caching=self.prefix_caching)
+        self.log = array("q")  # delivery time of every step taken, by step index
+        self.run: Run | None = None
+        self.ends: list[int] = []  # end time of each step of the run
+        self.take = 0  # steps of the run that happen (the rest are cut)
+        self.planned = False  # the engine waits for advance()
+        self.counted = 0  # steps of the run in the replica's busy time
+        self.fresh: list[SimRequest] = []  # first tokens ever, at the run's first step
+        self.first_deadlines: list[tuple[int, str]] = []  # requests waiting for their first token
+        self.total_deadlines: list[tuple[int, str]] = []  # requests with a stretch of tokens under way
 
     @property
     def waiting(self) -> int:
-        return len(self.new) if self.fast else self.slow.waiting
-
-    def abort(self, req: SimRequest) -> None:
-        self.slow.abort(req)
-
-    def reset(self) -> None:
-        if self.pending is not None:
-            self.pending.cancelled = True
-        self.slow.reset()
-        self.fast = True
-        self._clear()
+        return self.engine.num_waiting
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
-        if not self.fast and not self.slow.engine.has_work and self.slow.pending is None:
-            self.fast = True  # idle again: back to runs
-        if not self.fast:
-            return self.slow.submit(rep, req, now)
-        total = req.spec.prompt_tokens + req.output_tokens
-        if (
-            total > self._max_len
-            or -(-total // self.block) > self._kv_blocks
-            or min(req.spec.prompt_tokens, req.output_tokens) < 1
-        ):
-            self.checker.check(
-                EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens)
-            )  # raises RequestRejected
-        self.new.append(req)
-        run = self.run
-        if run is None:
-            return self._start(rep, now)
-        j = bisect_right(run.ends, now, 0, run.k)  # the step under way
-        if j >= run.k - 1:
-            return ()
-        run.k = j + 1
-        self.chunk = max(self.chunk // 2, _MIN_RUN)  # arrivals come often here: compute less ahead
-        assert self.pending is not None
-        self.pending.cancelled = True
-        self.pending = Call(run.ends[j], Rank.STEP_END, _fast_step_end, rep)
-        return (self.pending,)
+        request = EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes)
+        self.engine.check(request)  # RequestRejected before anything changes
+        events: tuple[Event, ...] = ()
+        if self.planned:  # the step under way is the run's last now
+            j = bisect_right(self.ends, now, 0, self.take)
+            if j < self.take - 1:
+                self.take = j + 1
+                self.chunk = max(self.chunk // 2, _MIN_RUN)  # arrivals come often: plan less ahead
+                assert self.pending is not None
+                self.pending.cancelled = True
+                self.pending = Call(self.ends[j], Rank.STEP_END, _run_end, rep, self)
+                events = (self.pending,)
+            self.engine.advance(self.take - 1)
+            self.planned = False
+        self.engine.add(request)
+        heapq.heappush(self.first_deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
+        return self._start(rep, now) if self.pending is None else events
+
+    def abort(self, req: SimRequest) -> None:
+        self.engine.abort(req.rid)
+
+    def settle(self, rep: Replica, now: int) -> None:
+        """Count the run's steps that have started by ``now`` in the replica's busy time."""
+        if self.run is None:
+            return
+        started = 1 + bisect_right(self.ends, now, 0, self.take - 1)
+        if started > self.counted:
+            rep.busy_ns += self.ends[started - 1] - self.ends[self.counted - 1]
+            self.counted = started
+
+    def reset(self, rep: Replica, now: int) -> None:
+        """A crash (or a stop): tokens of the steps ended by ``now`` were delivered, the rest are lost."""
+        if self.run is not None:
+            self.settle(rep, now)
+            self.log.extend(self.ends[: bisect_right(self.ends, now, 0, self.take)])
+            for req in rep.outstanding.values():
+                if req.stretch >= 0:
+                    self._close(req, len(self.log))
+        if self.pending is not None:
+            self.pending.cancelled = True
+            self.pending = None
+        self._clear()
 
     # -- runs -------------------------------------------------------------------------------
 
     def _start(self, rep: Replica, now: int) -> Iterable[Event]:
-        self.run = self.pending = None
-        new, running = self.new, self.running
-        if not running and not new:
+        engine = self.engine
+        if not engine.has_work:
+            self.run, self.pending = None, None
             return ()
-        step, d0, prompts = len(self.log), len(running), 0
-        admitted: list[_Seq] = []
-        if new:
-            block, foot = self.block, 0
-            for req in new:
-                prompts += req.spec.prompt_tokens
-                foot += -(-(req.spec.prompt_tokens + req.output_tokens) // block)
-            if (
-                d0 + len(new) > self._max_seqs
-                or d0 + prompts > self._max_tokens
-                or self.footprint + foot > self._kv_blocks
-            ):
-                self._to_engine()
-                return self.slow._start(rep, now)
-            for req in new:
-                seq = _Seq(req, step, -(-(req.spec.prompt_tokens + req.output_tokens) // block))
-                running[req.rid] = seq
-                admitted.append(seq)
-                self._order += 1
-                heapq.heappush(self.finishes, (step + seq.output - 1, self._order, req.rid))
-                heapq.heappush(self.deadlines, (req.outcome.sent_ns + req.total_deadline, req.rid))
-            self.footprint += foot
-            self.r_total += prompts
-            self.new = []
-        n = len(running)
-        k = min(self._next_finish() - step + 1, self.chunk)
-        self.full = k == self.chunk  # a run cut by the chunk, not by a finish: the next may be longer
-        # step j reads R + n·j KV tokens: EngineProfile.step_time's own operations, in Python floats
-        overhead, base, s_kv, r = self._overhead, self._base, self._s_kv, self.r_total
-        compute = self._prefill * (prompts + d0)
-        deadline = self._next_deadline() if self.deadlines else 1 << 62
+        run = engine.run(self.chunk)
+        held, start = rep.outstanding, run.start
+        for rid in run.stopped:
+            self._close(held[rid], start)
+        fresh = []
+        for rid, place in run.started.items():
+            req = held[rid]
+            req.stretch, req.place = start, place
+            if req.outcome.first_token_ns is None:
+                fresh.append(req)
+            heapq.heappush(self.total_deadlines, (req.outcome.sent_ns + req.total_deadline, rid))
         ends, t = [], now
-        for j in range(k):
-            memory = base + s_kv * r
-            t += round((overhead + (memory if memory >= compute else compute)) * 1_000_000_000)  # max()
+        for duration in run.durations:
+            t += round(duration * SECOND)
             ends.append(t)
-            if j == 0:
-                compute = self._prefill * n
-                for seq in admitted:
-                    if t - seq.req.outcome.sent_ns > seq.req.first_token_deadline:
-                        deadline = 0  # someone gives up at its first token: the batch changes after this step
-            if t > deadline:
-                break
-            r += n
-        self.run = _Run(now, ends, len(ends), n, admitted)
-        self.pending = Call(t, Rank.STEP_END, _fast_step_end, rep)
+        self.run, self.ends, self.fresh, self.planned = run, ends, fresh, run.planned > 0
+        self.take = self._cut(held, ends, fresh) if self.planned else 1
+        rep.busy_ns += ends[0] - now
+        self.counted = 1
+        self.pending = Call(ends[self.take - 1], Rank.STEP_END, _run_end, rep, self)
         return (self.pending,)
 
-    def _next_finish(self) -> int:
-        step = self._next_finish_or_none()
-        assert step is not None
-        return step
-
-    def _next_finish_or_none(self) -> int | None:
-        heap = self.finishes
-        while heap and heap[0][2] not in self.running:
+    def _cut(self, held: dict[str, SimRequest], ends: list[int], fresh: list[SimRequest]) -> int:
+        """Steps of the run to take: up to the first step end where a client gives up."""
+        if any(ends[0] - r.outcome.sent_ns > r.first_token_deadline for r in fresh):
+            return 1
+        take = len(ends)
+        heap = self.first_deadlines  # still no first token: dropped at the first step end past the deadline
+        while heap and _has_first_token(held.get(heap[0][1])):
             heapq.heappop(heap)
-        return heap[0][0] if heap else None
-
-    def _next_deadline(self) -> int:
-        heap = self.deadlines
-        while heap and heap[0][1] not in self.running:
+        if heap:
+            take = min(take, bisect_right(ends, heap[0][0]) + 1)
+        heap = self.total_deadlines  # producing tokens: failed by the first token past the deadline
+        while heap and not _streaming(held.get(heap[0][1])):
             heapq.heappop(heap)
-        return heap[0][0] if heap else 1 << 62
+        if heap:
+            j = bisect_right(ends, heap[0][0])
+            if j == 0 and held[heap[0][1]] in fresh:  # a first token is judged by first_token alone
+                early = [held[rid] for d, rid in heap if d < ends[0] and _streaming(held.get(rid))]
+                j = 0 if any(r not in fresh for r in early) else 1
+            take = min(take, j + 1)
+        return take
 
-    def _remove(self, seq: _Seq) -> None:
-        del self.running[seq.req.rid]
-        self.footprint -= seq.foot
-        self.r_total -= seq.prompt + len(self.log) - seq.admit
-
-    def _tokens(self, seq: _Seq, upto: int) -> None:
-        """Give the request its token times: steps from its admission up to ``upto`` (exclusive)."""
-        out = seq.req.outcome
-        out.token_ns = self.log[seq.admit : upto]
-        if len(out.token_ns):
-            out.first_token_ns = out.token_ns[0]
-        seq.req.tokens = len(out.token_ns)
-
-    def _to_engine(self) -> None:
-        """Hand the running sequences and the new requests to a real engine, state for state."""
-        engine = Engine(self.profile)
-        step = len(self.log)
-        for seq in self.running.values():
-            generated = step - seq.admit
-            s = _Sequence(EngineRequest(seq.req.rid, seq.prompt, seq.output))
-            s.computed, s.generated, s.published = seq.prompt + generated - 1, generated, True
-            ok = engine.kv.grow(s.alloc, s.computed)
-            assert ok, "an uncontended run cannot overflow the KV cache"
-            engine._running.append(s)
-            engine._ids.add(seq.req.rid)
-            self._tokens(seq, step)
-        for req in self.new:
-            engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens))
-            heapq.heappush(self.slow.deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
-        self.slow.engine, self.fast = engine, False
-        self._clear()
+    def _close(self, req: SimRequest, end: int) -> None:
+        """End the request's stretch of tokens before step ``end``: its tokens are the log's times."""
+        begin, req.stretch = req.stretch, -1
+        if end > begin:
+            out = req.outcome
+            tokens = self.log[begin:end]
+            if len(out.token_ns):
+                out.token_ns.extend(tokens)
+            else:
+                out.token_ns = tokens
+                if out.first_token_ns is None:
+                    out.first_token_ns = tokens[0]
+            req.tokens += end - begin
 
 
-def _fast_step_end(sim: Simulator, rep: Replica) -> Iterable[Event]:
-    be: FastEngineBackend = rep.backend  # type: ignore[assignment]
-    run = be.run
+def _has_first_token(req: SimRequest | None) -> bool:
+    return req is None or req.outcome.first_token_ns is not None or req.stretch >= 0
+
+
+def _streaming(req: SimRequest | None) -> bool:
+    return req is not None and req.stretch >= 0
+
+
+def _run_end(sim: Simulator, rep: Replica, be: FastEngineBackend) -> Iterable[Event]:
+    """The run's last step ends: what ``EngineBackend``'s step end does for that step.
+
+    In the same order: tokens past a client's deadline (in batch order), finished requests,
+    requests that gave up waiting for a first token; then the next run.
+    """
+    now, held, run, take = sim.now, rep.outstanding, be.run, be.take
     assert run is not None
-    now, k = sim.now, run.k
-    be.log.extend(run.ends[:k] if k < len(run.ends) else run.ends)
-    be.r_total += run.n * k
-    rep.busy_ns += now - run.t0
-    last = len(be.log) - 1
+    if be.planned:
+        be.engine.advance(take - 1)
+        be.planned = False
+    be.log.extend(be.ends[:take])
+    be.settle(rep, now)
+    last = run.start + take - 1
+    late: list[tuple[int, SimRequest, str, int]] = []
+    if take == 1:
+        for req in be.fresh:
+            if now - req.outcome.sent_ns > req.first_token_deadline:
+                late.append((req.place, req, _FIRST_TOKEN, req.outcome.sent_ns + req.first_token_deadline))
+    heap, kept = be.total_deadlines, []
+    while heap and heap[0][0] < now:
+        entry = heapq.heappop(heap)
+        req = held.get(entry[1])
+        if not _streaming(req):
+            continue
+        if req.outcome.first_token_ns is None and req.stretch == last:
+            kept.append(entry)  # its first token, judged by first_token alone
+            continue
+        late.append((req.place, req, _TOTAL, entry[0]))
+    for entry in kept:
+        heapq.heappush(heap, entry)
     events: list[Event] = []
-    for seq in run.new:  # first-token deadline, judged at the end of the admission step
-        out = seq.req.outcome
-        if seq.req.rid in be.running and be.log[seq.admit] - out.sent_ns > seq.req.first_token_deadline:
-            be._remove(seq)
-            out.fail(State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + seq.req.first_token_deadline)
-            events.extend(sim.finish(seq.req, out.end_ns))
-    while be.deadlines and be._next_deadline() < be.log[last]:
-        _, rid = heapq.heappop(be.deadlines)
-        seq = be.running[rid]
-        out = seq.req.outcome
-        limit = out.sent_ns + seq.req.total_deadline
-        upto = seq.admit
-        while upto <= last and be.log[upto] <= limit:
-            upto += 1
-        be._tokens(seq, upto)
-        be._remove(seq)
-        out.fail(State.TIMEOUT, "timed out before the response ended", limit)
-        events.extend(sim.finish(seq.req, limit))
-    while be.finishes and be._next_finish_or_none() == last:
-        _, _, rid = heapq.heappop(be.finishes)
-        seq = be.running[rid]
-        be._tokens(seq, last + 1)
-        be._remove(seq)
-        events.extend(sim.finish(seq.req, now))
-    if be.full and k == len(run.ends):
-        be.chunk = min(be.chunk * 2, _MAX_RUN)
-    events.extend(be._start(rep, now))
+    for _, req, why, deadline in sorted(late, key=lambda x: x[0]):
+        if req.done:
+            continue
+        be._close(req, last)
+        req.outcome.fail(State.TIMEOUT, why, deadline)
+        be.engine.abort(req.rid)
+        events.extend(sim.finish(req, deadline))
+    if be.run is not run:  # the replica stopped meanwhile (drained)
+        return events
+    first = be.log[run.start]
+    for req in be.fresh:
+        if not req.done and req.outcome.first_token_ns is None:
+            req.outcome.first_token_ns = first
+    if take == len(be.ends):
+        if be.chunk == len(be.ends) and not run.finished:
+            be.chunk = min(be.chunk * 2, _MAX_RUN)  # a run as long as allowed: allow longer
+        for rid in run.finished:
+            req = held.get(rid)
+            if req is not None:
+                be._close(req, last + 1)
+                events.extend(sim.finish(req, now))
+        if be.run is not run:
+            return events
+    heap = be.first_deadlines
+    while heap and heap[0][0] < now:
+        deadline, rid = heapq.heappop(heap)
+        req = held.get(rid)
+        if req is not None and req.outcome.first_token_ns is None:
+            be.engine.abort(rid)
+            req.outcome.fail(State.TIMEOUT, _FIRST_TOKEN, deadline)
+            events.extend(sim.finish(req, deadline))
+    if be.run is run:
+        be.pending = None
+        events.extend(be._start(rep, now))
     return events

@@ -32,7 +32,7 @@ __all__ = ["PoolRuntime"]
 class PoolRuntime:
     def __init__(self, cfg: Pool, index: int, seed: int, fast: bool = True) -> None:
         self.cfg, self.index = cfg, index
-        self.fast = fast  # runs of steps in closed form while uncontended (needs no prefix hashes)
+        self.fast = fast  # engines stepped a run at a time (Engine.run), not one step per event
         self.name = cfg.name
         self.profile = pool_profile(cfg.profile) if cfg.profile else None
         self.rng = np.random.default_rng([seed, 40, index])
@@ -59,7 +59,7 @@ class PoolRuntime:
     def _backend(self) -> EngineBackend | ServiceBackend:
         if self.profile is not None:
             if self.fast and fast_eligible(self.profile, self.cfg.coalesce):
-                return FastEngineBackend(self.profile, self.cfg.coalesce)
+                return FastEngineBackend(self.profile, self.cfg.prefix_caching, self.cfg.coalesce)
             return EngineBackend(self.profile, self.cfg.prefix_caching, self.cfg.coalesce)
         return ServiceBackend(self.cfg.service_time, self.cfg.concurrency or 1, self.rng, self.cfg.per_output_token)
 
@@ -99,7 +99,7 @@ class PoolRuntime:
     def stop(self, sim: Simulator, rep: Replica) -> None:
         if rep.state != STOPPED:
             rep.state, rep.stopped_ns, rep.router_up = STOPPED, sim.now, False
-            rep.backend.reset()
+            rep.reset(sim.now)
 
     # -- autoscaling ------------------------------------------------------------------------
 
@@ -123,7 +123,7 @@ class PoolRuntime:
         elif kind == "in_flight":
             values = [float(len(r.outstanding)) for r in ready]
         elif kind == "busy":
-            values = [min((r.busy_ns - r.busy_mark) / (period_s * SECOND), 1.0) for r in ready]
+            values = [min((r.busy_at(sim.now) - r.busy_mark) / (period_s * SECOND), 1.0) for r in ready]
         elif kind == "queue":
             waiting = len(sim.queue) + sum(r.backend.waiting for r in ready)
             return ([waiting / len(ready)] if ready else []), False
@@ -138,7 +138,7 @@ class PoolRuntime:
         current = self.current
         values, per_pod = self.metric(sim, period_s)
         for r in self.replicas:
-            r.dispatched, r.busy_mark = 0, r.busy_ns
+            r.dispatched, r.busy_mark = 0, r.busy_at(sim.now)
         self.latencies = []
         now_s = sim.now / SECOND
         idle = sim.now - self.last_activity >= (auto.scale_to_zero.cooldown * SECOND if auto.scale_to_zero else 0)
@@ -181,7 +181,7 @@ def crash(sim: Simulator, rep: Replica) -> Iterable[Event]:
     pool: PoolRuntime = rep.pool  # type: ignore[assignment]
     draining = rep.state == DRAINING
     rep.state = DOWN
-    rep.backend.reset()
+    rep.reset(sim.now)
     rep.crash = {"replica": rep.name, "pool": pool.name, "at_s": sim.now / SECOND, "detected_at_s": None,
                  "switch_over_s": None, "lost_in_flight": len(rep.outstanding), "lost_routed": 0}  # fmt: skip
     sim.failures.append(rep.crash)

@@ -71,6 +71,15 @@ class Replica:
         self.outstanding.pop(req.rid, None)
         req.replica = None
 
+    def busy_at(self, now: int) -> int:
+        """Nanoseconds spent stepping up to ``now``: a step counts whole from its start."""
+        self.backend.settle(self, now)
+        return self.busy_ns
+
+    def reset(self, now: int) -> None:
+        """Lose the engine's state (a crash or a stop): tokens delivered by ``now`` stay delivered."""
+        self.backend.reset(self, now)
+
     def alive_ns(self, end: int) -> int:
         return (self.stopped_ns if self.stopped_ns is not None else end) - self.started_ns
 
@@ -108,7 +117,10 @@ class EngineBackend:
     def abort(self, req: SimRequest) -> None:
         self.engine.abort(req.rid)
 
-    def reset(self) -> None:
+    def settle(self, rep: Replica, now: int) -> None:
+        pass  # a step's time is counted when it starts
+
+    def reset(self, rep: Replica, now: int) -> None:
         if self.pending is not None:
             self.pending.cancelled = True
             self.pending = None
@@ -135,8 +147,12 @@ class EngineBackend:
 
 
 def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: list) -> Iterable[Event]:
+    """Deliver the batch's tokens and finishes, drop timed-out requests, start the next batch.
+
+    ``pending`` stays set until the next batch starts: a request the queue sends here while
+    finishes are handed out joins that batch (it must not start a second one of its own).
+    """
     now, held = sim.now, rep.outstanding
-    backend.pending = None
     events: list[Event] = []
     for result in results:
         for rid in result.emitted:
@@ -149,7 +165,9 @@ def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: lis
             if req is not None:
                 events.extend(sim.finish(req, now))
     events.extend(backend.give_up(sim, rep))
-    events.extend(backend._start(rep, now))
+    if backend.pending is sim.current:  # not reset meanwhile (a drained replica stops)
+        backend.pending = None
+        events.extend(backend._start(rep, now))
     return events
 
 
@@ -175,7 +193,10 @@ class ServiceBackend:
     def abort(self, req: SimRequest) -> None:
         pass
 
-    def reset(self) -> None:
+    def settle(self, rep: Replica, now: int) -> None:
+        pass
+
+    def reset(self, rep: Replica, now: int) -> None:
         for event in self.busy:
             event.cancelled = True
         self.busy.clear()

@@ -34,6 +34,8 @@ class SimRequest:
     context: Any = None  # what the traffic source needs to carry on (session, user)
     hashes: tuple[int, ...] = ()  # prefix-cache block hashes (cache.prefix)
     tokens: int = 0
+    stretch: int = -1  # engine step of the first token of the stretch under way (FastEngineBackend); -1: none
+    place: int = 0  # its place in the engine's batch while the stretch lasts
 
     @property
     def intended(self) -> int:

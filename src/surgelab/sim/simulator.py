@@ -37,7 +37,7 @@ class Simulator:
         self.current: Event | None = None
         self._heap: list = []
         self._seq = itertools.count()
-        self.pools = [PoolRuntime(p, i, fleet.seed, fast and not fleet.cache.prefix) for i, p in enumerate(fleet.pools)]
+        self.pools = [PoolRuntime(p, i, fleet.seed, fast) for i, p in enumerate(fleet.pools)]
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)

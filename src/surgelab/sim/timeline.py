@@ -45,8 +45,9 @@ class Timeline:
             ready = [r for r in live if r.state == READY]
             busy = 0
             for r in pool.replicas:
-                busy += r.busy_ns - self._busy_mark.get(id(r), r.busy_ns if r.started_ns < sim.now else 0)
-                self._busy_mark[id(r)] = r.busy_ns
+                now_busy = r.busy_at(sim.now)
+                busy += now_busy - self._busy_mark.get(id(r), now_busy if r.started_ns < sim.now else 0)
+                self._busy_mark[id(r)] = now_busy
             span = self.interval_ns * max(len(ready), 1)
             rows["t_s"].append(t_s)
             rows["pool"].append(pool.name)
