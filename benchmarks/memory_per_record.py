@@ -35,10 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from surgelab.aio import run_async
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta
 from surgelab.runner import run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario import load_scenario
 from surgelab.testing.process import scripted_server
 

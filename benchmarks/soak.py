@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from surgelab.aio import run_async
 from surgelab.runner import run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario import load_scenario
 from surgelab.server.process import ServerProcess
 

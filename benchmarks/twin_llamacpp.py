@@ -21,8 +21,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from surgelab.aio import run_async
 from surgelab.runner import run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario.loader import build_scenario
 from surgelab.twin.fit import fit_profile
 from surgelab.twin.validate import validate_twin

@@ -24,10 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, read_records
 from surgelab.runner import RunResult, run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario.loader import build_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.testing.process import ScriptedServerProcess

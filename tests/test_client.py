@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
-from surgelab.runner.loop import run_async
 from surgelab.scenario.model import Target
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizer import BuiltinTokenizer

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, ServerDisconnected
 from surgelab.client.timer import SendTimer
 from surgelab.client.transport import multipart
-from surgelab.runner.loop import run_async
 
 
 async def _serve(answer, requests: list[bytes]):

@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
-from surgelab.runner.loop import run_async
 from surgelab.scenario.model import Target
 from surgelab.testing.process import scripted_server
 from surgelab.workload.request import RequestSpec

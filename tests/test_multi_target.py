@@ -9,8 +9,8 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.runner.compare import run_compare
-from surgelab.runner.loop import run_async
 from surgelab.server.process import ServerProcess, serve_process
 
 

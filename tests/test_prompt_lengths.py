@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from surgelab.testing.child import ListeningChild
+from surgelab.process import ListeningChild
 
 pytest.importorskip("tokenizers")
 

@@ -6,7 +6,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from surgelab.runner.loop import run_async  # noqa: E402
+from surgelab.aio import run_async  # noqa: E402
 from surgelab.runner.ray_backend import run_on_ray  # noqa: E402
 
 

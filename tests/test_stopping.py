@@ -136,8 +136,8 @@ def test_kill_9_keeps_every_flushed_part(timed_server, tmp_path):
 def test_stop_event_stops_an_in_process_run(zero_server, scenario_for, reconciled, tmp_path):
     import asyncio
 
+    from surgelab.aio import run_async
     from surgelab.runner import run_scenario
-    from surgelab.runner.loop import run_async
 
     scenario = scenario_for(zero_server.url, load={"rate": 20, "duration": "30s"})
 

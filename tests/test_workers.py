@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from surgelab.runner.loop import run_async
+from surgelab.aio import run_async
 from surgelab.runner.workers import merge_snapshots, run_with_workers
 
 

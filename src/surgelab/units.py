@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_duration", "parse_ratio", "format_duration"]
+__all__ = ["SECOND", "parse_duration", "parse_ratio", "format_duration"]
+
+SECOND = 1_000_000_000  # nanoseconds: every clock of a run (real and simulated) counts in them
 
 _UNIT_SECONDS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|h|d)")

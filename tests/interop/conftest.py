@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from surgelab.testing.child import free_port
+from surgelab.process import free_port
 
 from .process import ServerProcess, get
 from .stacks import SERVERS, Settings, Stack

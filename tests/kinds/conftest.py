@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from surgelab.process import ListeningChild
 from surgelab.server.process import serve_process
-from surgelab.testing.child import ListeningChild
 
 
 @pytest.fixture(scope="package")

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
+from surgelab.aio import run_async
 from surgelab.providers.history import History, HistoryError, Sample
 from surgelab.providers.monitor import MonitorSettings, monitor
 from surgelab.providers.trends import analyse, history_metrics
-from surgelab.runner.loop import run_async
 from surgelab.scenario.loader import build_scenario
 
 START = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc).timestamp()  # a Monday, 00:00 UTC

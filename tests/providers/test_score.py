@@ -104,9 +104,9 @@ def test_unusable_inputs_are_named(tmp_path, make, message) -> None:
 
 
 def test_score_a_real_run_and_probe_of_the_embedded_server(tmp_path, scenario_for, run, cli) -> None:
+    from surgelab.aio import run_async
     from surgelab.providers.probe_http import Endpoint
     from surgelab.providers.probes import ProbeSettings, run_probes
-    from surgelab.runner.loop import run_async
     from surgelab.server.process import serve_process
 
     with serve_process(["--error-rate", "20%"], profile="tiny") as lossy, serve_process(profile="tiny") as clean:

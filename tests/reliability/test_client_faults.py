@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from reliability.apps import misbehaving_app, serving
+from surgelab.aio import run_async
 from surgelab.client.retry import Retrier
 from surgelab.client.transport import retry_after_seconds
 from surgelab.metrics.record import State
 from surgelab.proxy import proxy_process
 from surgelab.runner import run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario.model import Retry
 from surgelab.server.process import ServerProcess, free_port
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from reliability.apps import misbehaving_app, proxying, serving
+from surgelab.aio import run_async
 from surgelab.proxy import Faults, ProxyConfigError, Schedule, read_schedule
 from surgelab.proxy.faults import parse_bandwidth, parse_latency
-from surgelab.runner.loop import run_async
 
 CHAT = {"model": "ok", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10, "stream": True}
 

@@ -14,9 +14,9 @@ import urllib.request
 
 import pytest
 
+from surgelab.aio import run_async
 from surgelab.dashboard import Dashboard, DashboardSettings
 from surgelab.runner import run_scenario
-from surgelab.runner.loop import run_async
 from surgelab.scenario import load_scenario
 
 

@@ -103,8 +103,8 @@ def test_tokenize_counts_as_the_completions_do(http):
 
 
 def test_a_client_learns_that_this_server_counts_as_the_builtin_tokenizer(tiny_server):
+    from surgelab.aio import run_async
     from surgelab.client.tokenize import learn_tokenizer
-    from surgelab.runner.loop import run_async
     from surgelab.scenario.model import Target
 
     learned = run_async(learn_tokenizer(Target(url=tiny_server.root_url + "/v1", model="m"), {}))

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from surgelab.aio import run_async
 from surgelab.engine import load_profile
-from surgelab.runner.loop import run_async
 from surgelab.scenario import load_scenario
 from surgelab.server.process import serve_process
 from surgelab.sweep import BreakConfig, StopRules, SweepConfig, read_sweep, run_sweep

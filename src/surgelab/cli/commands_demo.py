@@ -49,8 +49,8 @@ def demo(
     max_num_seqs: int = typer.Option(16, help="Running-batch limit of the server, so the knee shows early."),
 ) -> None:
     """Start the embedded server, run a step ramp of users against it, print what happened."""
+    from surgelab.aio import run_async
     from surgelab.runner import run_scenario
-    from surgelab.runner.loop import run_async
     from surgelab.runner.rundir import RunDirError
     from surgelab.server.process import ServerProcess, ServerStartError
 

@@ -102,10 +102,10 @@ def probe(
     turns: int = typer.Option(24, min=2, max=200, help="Retention: the longest conversation tried."),
 ) -> None:
     """Probe what a load test cannot show: API conformance, context length, multi-turn memory, cold start."""
+    from surgelab.aio import run_async
     from surgelab.providers.probe_http import Endpoint
     from surgelab.providers.probes import PROBES, ProbeSettings, Unreachable, run_probes
     from surgelab.providers.render import print_probe
-    from surgelab.runner.loop import run_async
 
     endpoints = _endpoints(url, model, api_key_env, name, scenario, target)
     chosen = tuple(p.strip() for p in only.split(",") if p.strip()) if only else ()
@@ -192,9 +192,9 @@ def monitor_command(
     import asyncio
     import signal
 
+    from surgelab.aio import run_async
     from surgelab.providers.history import History, HistoryError
     from surgelab.providers.monitor import Gauges, MonitorSettings, monitor
-    from surgelab.runner.loop import run_async
 
     scenario = load_or_exit(scenario_file, {})
     settings = MonitorSettings(every=_seconds(every, "--every"), jitter=_seconds(jitter, "--jitter"),

@@ -34,8 +34,8 @@ def proxy_command(
     Responses stream through chunk by chunk, so SSE stays incremental. GET /_proxy/stats
     counts what was injected.
     """
+    from surgelab.aio import run_async
     from surgelab.proxy import Faults, ProxyConfig, ProxyConfigError, Schedule, read_schedule, run_proxy
-    from surgelab.runner.loop import run_async
 
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:

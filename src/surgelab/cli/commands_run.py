@@ -224,9 +224,9 @@ def execute(
     ray: str | None = None,
 ) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
+    from surgelab.aio import run_async
     from surgelab.report.terminal import LiveView, print_summary
     from surgelab.runner import run_scenario
-    from surgelab.runner.loop import run_async
     from surgelab.runner.rundir import RunDirError
 
     api_key = None
@@ -283,10 +283,10 @@ def execute(
 
 def _execute_compare(scenario: Scenario, console: Console, run_dir: Path, view: Any) -> int:
     """Compare mode: one run per target, then the side-by-side comparison."""
+    from surgelab.aio import run_async
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, JsonOutput, TerminalOutput
     from surgelab.runner.compare import run_compare
-    from surgelab.runner.loop import run_async
 
     coroutine = run_compare(
         scenario, run_dir, record_responses=scenario.routing.record_responses, handle_signals=True,

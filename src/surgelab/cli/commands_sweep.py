@@ -115,7 +115,7 @@ def sweep(
     dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
 ) -> None:
     """Stepped load test: warm up, hold each level, stop on its own, report knee and SLA capacity."""
-    from surgelab.runner.loop import run_async
+    from surgelab.aio import run_async
     from surgelab.runner.rundir import RunDirError
     from surgelab.sweep import BreakConfig, StopRules, SweepConfig, SweepError, run_sweep
     from surgelab.sweep.table import print_sweep

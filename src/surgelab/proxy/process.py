@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from surgelab.testing.child import HOST, ChildProcess
+from surgelab.process import HOST, ChildProcess
 
 __all__ = ["ProxyProcess", "proxy_process"]
 

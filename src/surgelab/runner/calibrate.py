@@ -44,8 +44,8 @@ class Level:
 
 def measure(url: str, rate: float, seconds: float, workers: int, work: Path) -> Level:
     """One constant-rate level against ``url`` (a scripted zero-delay server)."""
+    from surgelab.aio import run_async
     from surgelab.runner import run_scenario
-    from surgelab.runner.loop import run_async
     from surgelab.runner.workers import run_with_workers
     from surgelab.scenario import load_scenario
 

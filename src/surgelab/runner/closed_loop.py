@@ -16,8 +16,9 @@ import numpy as np
 
 from surgelab.load.shapes import Steady
 from surgelab.runner.conversation import converse
-from surgelab.runner.execution import LEAD_NS, MAX_NAP_S, SECOND, Execution
+from surgelab.runner.execution import LEAD_NS, MAX_NAP_S, Execution
 from surgelab.runner.phases import PhasePlan
+from surgelab.units import SECOND
 
 __all__ = ["run_closed_loop"]
 

@@ -23,12 +23,12 @@ from surgelab.runner.guards import AbortGuard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.routing import Router
 from surgelab.scenario.model import Scenario
+from surgelab.units import SECOND
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizers import load_tokenizer
 
 __all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
 
-SECOND = 1_000_000_000
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
 LEAD_NS = 3_000_000  # a request is prepared this long before it is due, then sent on time
 GRAIN_NS = 1_000_000  # the event loop timer's grain

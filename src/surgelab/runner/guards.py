@@ -19,11 +19,11 @@ from surgelab.metrics.record import FAILED_STATES, Outcome, State
 from surgelab.metrics.store import RecordMeta
 from surgelab.runner.live import LiveSnapshot
 from surgelab.scenario.model import Abort, Slo
+from surgelab.units import SECOND
 
 __all__ = ["AbortGuard", "GUARD_PREFIX"]
 
 GUARD_PREFIX = "aborted: guard"
-_SECOND = 1_000_000_000
 
 
 class AbortGuard:
@@ -47,18 +47,18 @@ class AbortGuard:
             self._trip(f"{self.consecutive} consecutive failures (guards.abort.consecutive_failures: {limit})")
             return
         now = self.clock()
-        ttft = (out.first_token_ns - meta.intended_ns) / _SECOND if out.first_token_ns is not None and not failed else np.nan
-        e2e = (out.end_ns - meta.intended_ns) / _SECOND if out.end_ns is not None and not failed else np.nan
+        ttft = (out.first_token_ns - meta.intended_ns) / SECOND if out.first_token_ns is not None and not failed else np.nan
+        e2e = (out.end_ns - meta.intended_ns) / SECOND if out.end_ns is not None and not failed else np.nan
         self.recent.append((now, failed))
         self.ttft.append(ttft)
         self.e2e.append(e2e)
         self.failures += failed
-        if now - self._checked_at >= _SECOND // 4:  # the window's figures, four times a second at most
+        if now - self._checked_at >= SECOND // 4:  # the window's figures, four times a second at most
             self._checked_at = now
             self._check_window(now)
 
     def _check_window(self, now: int) -> None:
-        horizon = now - int(self.abort.window * _SECOND)
+        horizon = now - int(self.abort.window * SECOND)
         while self.recent and self.recent[0][0] < horizon:
             self.failures -= self.recent.popleft()[1]
             self.ttft.popleft()

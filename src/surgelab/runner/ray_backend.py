@@ -19,10 +19,11 @@ import pyarrow as pa
 
 from surgelab.metrics.record import RECORD_SCHEMA
 from surgelab.metrics.store import RecordStore, read_records
-from surgelab.runner.execution import SECOND, Shard
+from surgelab.runner.execution import Shard
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
+from surgelab.units import SECOND
 
 __all__ = ["run_on_ray", "RayUnavailable"]
 

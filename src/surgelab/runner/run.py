@@ -25,7 +25,7 @@ from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, re
 from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import cpu_counters, cpu_usage
-from surgelab.runner.execution import SECOND, Execution, Observer, Shard
+from surgelab.runner.execution import Execution, Observer, Shard
 from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
@@ -38,6 +38,7 @@ from surgelab.telemetry.diagnose import attach_telemetry
 from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, ScrapeSource
+from surgelab.units import SECOND
 
 __all__ = ["RunResult", "run_scenario", "run_shard", "prepare", "finish", "write_summary", "open_loop_offsets"]
 

@@ -19,11 +19,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from surgelab.runner.execution import SECOND, Observer, Shard
+from surgelab.runner.execution import Observer, Shard
 from surgelab.runner.live import LiveSnapshot
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
+from surgelab.units import SECOND
 
 __all__ = ["run_with_workers", "merge_snapshots"]
 
@@ -37,7 +38,7 @@ def _worker_main(
 ) -> None:  # fmt: skip
     """One worker process: its shard of the run, until done or told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
-    from surgelab.runner.loop import run_async
+    from surgelab.aio import run_async
     from surgelab.runner.phases import plan_phases
 
     scenario = Scenario.model_validate(data)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from surgelab.testing.child import HOST, ChildProcess, ChildStartError, free_port
+from surgelab.process import HOST, ChildProcess, ChildStartError, free_port
 
 __all__ = ["ServerProcess", "ServerStartError", "async_serve_process", "serve_process", "free_port", "HOST"]
 

@@ -26,8 +26,8 @@ from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.scenario.model import Scenario
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.recorder import Recorder
-from surgelab.sim.request import SECOND
 from surgelab.sim.simulator import Simulator
+from surgelab.units import SECOND
 
 __all__ = ["SimResult", "simulate", "fleet_report", "comparison_rows"]
 

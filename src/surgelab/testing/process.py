@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from surgelab.testing.child import ListeningChild
+from surgelab.process import ListeningChild
 
 __all__ = ["ScriptedServerProcess", "scripted_server"]
 

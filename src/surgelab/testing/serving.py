@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from surgelab.runner.loop import run_async
+from surgelab.aio import run_async
 
 __all__ = ["run_timed_server", "run_until_interrupted", "serve_app", "server_argument_parser"]
 

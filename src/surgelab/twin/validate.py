@@ -65,8 +65,8 @@ def validate_twin(
     p50_tolerance: float = 0.15, p99_tolerance: float = 0.25,
 ) -> TwinCheck:  # fmt: skip
     """Measure ``scenario`` against its target, simulate it on one replica of ``profile``, compare."""
+    from surgelab.aio import run_async
     from surgelab.runner import run_scenario
-    from surgelab.runner.loop import run_async
     from surgelab.runner.run import with_salt
     from surgelab.sim.loader import build_fleet
     from surgelab.sim.run import simulate

@@ -1,6 +1,8 @@
-"""Run a coroutine on uvloop when it is installed (faster sockets), else on asyncio's loop.
+"""The event-loop helper: run a coroutine on uvloop when it is installed (faster sockets), else
+on asyncio's loop.
 
-Chosen per call, never by changing the global policy on import.
+Chosen per call, never by changing the global policy on import. Used by the runner, the
+servers, the test helpers and the command line alike.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def run_async(coro: Coroutine[Any, Any, T], use_uvloop: bool = True) -> T:
     factory = None
     if use_uvloop:
         try:
-            import uvloop
+            import uvloop  # optional: faster sockets where installed, chosen per call
 
             factory = uvloop.new_event_loop
         except ImportError:  # pragma: no cover - uvloop is a default dependency off Windows
