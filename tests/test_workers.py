@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from surgelab.aio import run_async
-from surgelab.runner.workers import merge_snapshots, run_with_workers
+from surgelab.metrics.live import merge_snapshots
+from surgelab.runner.workers import run_with_workers
 
 
 def _records(run_dir: Path):
@@ -89,7 +90,7 @@ def test_ctrl_c_with_workers_keeps_every_record(timed_server, tmp_path) -> None:
 
 
 def test_live_snapshots_add_up() -> None:
-    from surgelab.runner.live import LiveSnapshot
+    from surgelab.metrics.live import LiveSnapshot
 
     def snap(ok: int, failed: int, p99: float) -> LiveSnapshot:
         return LiveSnapshot(1.0, 10.0, "x", 5.0, 4.0, 2, 10, ok, failed, 0, 0, 0.0, 10.0, p99, 20.0, p99, 1.0)

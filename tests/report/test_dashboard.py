@@ -171,7 +171,7 @@ def test_the_dashboard_does_not_disturb_the_schedule(tiny_server, tmp_path, scen
 
 
 def _snapshot(i: int):
-    from surgelab.runner.live import LiveSnapshot
+    from surgelab.metrics.live import LiveSnapshot
 
     return LiveSnapshot(i * 0.5, 10.0, "10 req/s", 10.0, 9.0, 2, i * 5, i * 4, 1, 0, 0, 0.1, 1.0, 2.0, 3.0, 4.0, 0.5)
 

@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.live import LiveSnapshot
 
 __all__ = ["DashboardSettings", "Dashboard"]
 RATE_WINDOW_S = 5.0

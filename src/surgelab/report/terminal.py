@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from surgelab.runner.live import LiveSnapshot
+from surgelab.metrics.live import LiveSnapshot
 from surgelab.units import format_duration
 
 if TYPE_CHECKING:

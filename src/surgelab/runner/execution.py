@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from surgelab.client.openai import OpenAIClient
+from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.collector import collector_paused, collector_resumed
 from surgelab.runner.guards import AbortGuard
-from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.routing import Router
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import FAILED_STATES, Outcome, State
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.live import LiveSnapshot
 from surgelab.scenario.model import Abort, Slo
 from surgelab.units import SECOND
 

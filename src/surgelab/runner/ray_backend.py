@@ -10,16 +10,20 @@ Records travel back as Arrow tables when a worker ends and are merged like local
 from __future__ import annotations
 
 import asyncio
+import socket
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.metrics.record import RECORD_SCHEMA
 from surgelab.metrics.store import RecordStore, read_records
 from surgelab.runner.execution import Shard
+from surgelab.runner.phases import plan_phases
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
@@ -40,15 +44,9 @@ class _ShardActor:
         self._snapshot: dict[str, Any] | None = None
 
     def clock(self) -> tuple[int, str]:
-        import socket
-
         return time.time_ns(), socket.gethostname()
 
     async def run(self, data: dict[str, Any], index: int, count: int, start_wall_ns: int, api_key: str | None) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        from surgelab.runner.phases import plan_phases
-
         scenario = Scenario.model_validate(data)
         plans = plan_phases(scenario)
         t0 = time.perf_counter_ns() + (start_wall_ns - time.time_ns())  # this node's clock at the agreed instant
@@ -87,7 +85,7 @@ async def _offset(actor: Any, pings: int = 5) -> dict[str, Any]:
 
 def _connect(address: str) -> Any:
     try:
-        import ray
+        import ray  # optional: only with --ray (pip install 'surgelab[ray]')
     except ImportError:
         raise RayUnavailable("--ray needs Ray: pip install 'surgelab[ray]'") from None
     if not ray.is_initialized():
@@ -121,9 +119,6 @@ async def run_on_ray(
             done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
             results += [await ref for ref in done]
             if on_tick is not None and pending:
-                from surgelab.runner.live import LiveSnapshot
-                from surgelab.runner.workers import merge_snapshots
-
                 snaps = [s for s in ray.get([a.snapshot.remote() for a in actors]) if s]
                 if snaps:
                     on_tick(merge_snapshots([LiveSnapshot(**s) for s in snaps]))

@@ -21,12 +21,12 @@ from typing import Any
 from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
+from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
 from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import cpu_counters, cpu_usage
 from surgelab.runner.execution import Execution, Observer, Shard
-from surgelab.runner.live import LiveSnapshot, LiveStats
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
@@ -118,7 +118,7 @@ async def _execute(
         ex.tick()
 
 
-def _scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scraper | None:
+def telemetry_scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int]) -> Scraper | None:
     config = scenario.telemetry
     local = []
     if config.nvml:
@@ -228,7 +228,7 @@ async def run_shard(
         scenario, run_dir, api_key, live, on_tick, pool_size=pool_size(plans), observers=observers, shard=shard, t0=t0,
         on_stop=on_stop, keep_text=keep_text,
     )  # fmt: skip
-    scraper = _scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
+    scraper = telemetry_scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
     await _execute(ex, plans, handle_signals, stop_event, scraper)
     return ex, scraper
 

@@ -19,14 +19,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from surgelab.aio import run_async
+from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.runner.execution import Observer, Shard
-from surgelab.runner.live import LiveSnapshot
-from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
+from surgelab.runner.phases import plan_phases
+from surgelab.runner.run import RunResult, finish, prepare, run_shard, telemetry_scraper, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
-__all__ = ["run_with_workers", "merge_snapshots"]
+__all__ = ["run_with_workers"]
 
 _POLL_S = 0.1
 _READY_TIMEOUT_S = 120.0  # a worker's interpreter start, imports and schedule
@@ -38,9 +40,6 @@ def _worker_main(
 ) -> None:  # fmt: skip
     """One worker process: its shard of the run, until done or told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
-    from surgelab.aio import run_async
-    from surgelab.runner.phases import plan_phases
-
     scenario = Scenario.model_validate(data)
     plans = plan_phases(scenario)  # the whole schedule, before the clock starts
     messages.put(("ready", index, None))
@@ -83,33 +82,6 @@ async def _wait_ready(messages: Any, processes: list[Any]) -> None:
             await asyncio.sleep(0.02)
 
 
-def merge_snapshots(snapshots: Sequence[LiveSnapshot]) -> LiveSnapshot:
-    """The whole run's live figures from its workers': counts and rates add up; percentiles
-    are approximate (P50 averaged, P99 and lag the worst worker's) — the summary is exact."""
-
-    def total(name: str) -> Any:
-        return sum(getattr(s, name) for s in snapshots)
-
-    def worst(name: str) -> float | None:
-        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
-        return max(values) if values else None
-
-    def mean(name: str) -> float | None:
-        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
-        return sum(values) / len(values) if values else None
-
-    first = snapshots[0]
-    ok, failed = total("ok"), total("failed")
-    return LiveSnapshot(
-        elapsed_s=max(s.elapsed_s for s in snapshots), duration_s=first.duration_s, target=first.target,
-        send_rate=total("send_rate"), completion_rate=total("completion_rate"), in_flight=total("in_flight"),
-        scheduled=total("scheduled"), ok=ok, failed=failed, dropped=total("dropped"), cancelled=total("cancelled"),
-        error_rate=failed / (ok + failed) if ok + failed else 0.0,
-        ttft_p50_ms=mean("ttft_p50_ms"), ttft_p99_ms=worst("ttft_p99_ms"),
-        e2e_p50_ms=mean("e2e_p50_ms"), e2e_p99_ms=worst("e2e_p99_ms"), lag_p99_ms=worst("lag_p99_ms"),
-    )  # fmt: skip
-
-
 async def run_with_workers(
     scenario: Scenario,
     run_dir: Path,
@@ -141,9 +113,7 @@ async def run_with_workers(
     t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
     start.value = t0
     go.set()
-    from surgelab.runner.run import _scraper
-
-    scraper = _scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
+    scraper = telemetry_scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
     scrape_task = asyncio.create_task(scraper.run()) if scraper is not None else None
     reason: str | None = None
     stop_at: int | None = None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.live import LiveSnapshot
 
 __all__ = ["Exporter", "METRIC_NAMES"]
 

@@ -1,4 +1,5 @@
-"""Live counters for the terminal view, abort thresholds and breakpoint steps.
+"""The live snapshot: running figures of the records as they are made, for the terminal view,
+the dashboard, the exporter, abort thresholds and breakpoint steps.
 
 Cheap on the hot path: integer counters, per-second completion buckets and flat C arrays of
 latencies; percentiles are computed only when somebody looks. Two accumulators run side by
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, Outcome, State
 from surgelab.metrics.store import RecordMeta
 
-__all__ = ["LiveStats", "LiveSnapshot"]
+__all__ = ["LiveStats", "LiveSnapshot", "merge_snapshots"]
 
 _RATE_WINDOW_S = 5
 _KEEP = 200_000
@@ -172,3 +174,30 @@ class LiveStats:
             e2e_p99_ms=_pct(total.samples["e2e"], 99),
             lag_p99_ms=_pct(total.samples["lag"], 99),
         )
+
+
+def merge_snapshots(snapshots: Sequence[LiveSnapshot]) -> LiveSnapshot:
+    """The whole run's live figures from its workers': counts and rates add up; percentiles
+    are approximate (P50 averaged, P99 and lag the worst worker's) — the summary is exact."""
+
+    def total(name: str) -> Any:
+        return sum(getattr(s, name) for s in snapshots)
+
+    def worst(name: str) -> float | None:
+        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
+        return max(values) if values else None
+
+    def mean(name: str) -> float | None:
+        values = [getattr(s, name) for s in snapshots if getattr(s, name) is not None]
+        return sum(values) / len(values) if values else None
+
+    first = snapshots[0]
+    ok, failed = total("ok"), total("failed")
+    return LiveSnapshot(
+        elapsed_s=max(s.elapsed_s for s in snapshots), duration_s=first.duration_s, target=first.target,
+        send_rate=total("send_rate"), completion_rate=total("completion_rate"), in_flight=total("in_flight"),
+        scheduled=total("scheduled"), ok=ok, failed=failed, dropped=total("dropped"), cancelled=total("cancelled"),
+        error_rate=failed / (ok + failed) if ok + failed else 0.0,
+        ttft_p50_ms=mean("ttft_p50_ms"), ttft_p99_ms=worst("ttft_p99_ms"),
+        e2e_p50_ms=mean("e2e_p50_ms"), e2e_p99_ms=worst("e2e_p99_ms"), lag_p99_ms=worst("lag_p99_ms"),
+    )  # fmt: skip
