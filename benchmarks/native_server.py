@@ -94,7 +94,7 @@ def nginx_version(exe: str) -> str:
 
 def sse_body(chat: bool = True, tokens: int = 16, prompt_tokens: int = PROMPT_TOKENS) -> str:
     """The whole event stream of one streaming completion of ``tokens`` tokens."""
-    from surgelab.workload.tokenizer import VOCABULARY
+    from surgelab.tokenizer import VOCABULARY
 
     def chunk(choices: list, **extra) -> str:
         body = {"id": "x", "object": "chat.completion.chunk" if chat else "text_completion", "created": 0,

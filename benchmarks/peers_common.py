@@ -127,7 +127,7 @@ def tokenizer_dir() -> Path:
     if tool is None:
         raise RuntimeError("no peer venv with the tokenizers package")
     py = venv_bin(tool) / "python"
-    from surgelab.workload.tokenizer import VOCABULARY  # the words the scripted server streams
+    from surgelab.tokenizer import VOCABULARY  # the words the scripted server streams
 
     (path / "words.json").write_text(json.dumps(list(VOCABULARY)))
     code = r"""

@@ -14,8 +14,8 @@ from surgelab.aio import run_async
 from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
+from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import BuiltinTokenizer
 
 TOK = BuiltinTokenizer()
 PROMPT = "hello there general kenobi"  # "general" is two pieces of at most six letters

@@ -13,8 +13,8 @@ from surgelab.client.openai import OpenAIClient
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 from surgelab.testing.process import scripted_server
+from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import BuiltinTokenizer
 
 
 def _send(url: str, stream: bool, n: int = 4) -> list[Outcome]:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from surgelab.scenario.model import Workload
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 from surgelab.workload.prompts import PromptFactory
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 TOK = BuiltinTokenizer()
 

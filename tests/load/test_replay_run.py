@@ -15,7 +15,7 @@ import pytest
 from surgelab.metrics.store import read_records
 from surgelab.runner.execution import SECOND
 from surgelab.runner.phases import plan_phases
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 TRACES = Path(__file__).parents[2].parent / "shared/data/traces"
 

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from surgelab.scenario.model import RequestClass, Workload
+from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.prompts import PromptFactory, WorkloadSampler
-from surgelab.workload.tokenizer import BuiltinTokenizer
 
 N = 6000
 TOKENIZER = BuiltinTokenizer()

@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from surgelab.server.process import ServerProcess
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 TOKENIZER = BuiltinTokenizer()
 MESSAGES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 TOKENIZER = BuiltinTokenizer()
 CHAT = "/v1/chat/completions"

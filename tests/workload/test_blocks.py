@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from surgelab.engine import prefix_block_hashes
+from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.blocks import BlockPromptBuilder
-from surgelab.workload.tokenizer import BuiltinTokenizer
 from surgelab.workload.traces import read_trace
 
 TOK = BuiltinTokenizer()

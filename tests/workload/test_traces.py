@@ -201,7 +201,7 @@ def test_lengths_fixture_has_no_timestamps(tmp_path):
 
 
 def test_jsonl_prompts_and_messages(tmp_path):
-    from surgelab.workload.tokenizer import BuiltinTokenizer
+    from surgelab.tokenizer import BuiltinTokenizer
 
     count = BuiltinTokenizer().count
     records = [
@@ -257,7 +257,7 @@ SHAREGPT = """[
 
 
 def test_sharegpt_pairs_the_first_human_turn_with_its_reply(tmp_path):
-    from surgelab.workload.tokenizer import BuiltinTokenizer
+    from surgelab.tokenizer import BuiltinTokenizer
 
     count = BuiltinTokenizer().count
     path = write(tmp_path, "sharegpt.json", SHAREGPT)

@@ -19,8 +19,8 @@ from surgelab.client.retry import Retrier
 from surgelab.client.transport import Transport
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
+from surgelab.tokenizer import Tokenizer
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import Tokenizer
 
 __all__ = ["OpenAIClient"]
 

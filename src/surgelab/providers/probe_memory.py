@@ -24,7 +24,7 @@ import numpy as np
 
 from surgelab.providers.probe_http import ProbeClient, Reply
 from surgelab.providers.probes import ProbeResult, ProbeSettings
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["probe_context", "probe_retention", "recalled"]
 

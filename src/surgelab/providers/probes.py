@@ -19,7 +19,7 @@ from typing import Any
 
 from surgelab import __version__
 from surgelab.providers.probe_http import Endpoint, ProbeClient, Reply
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["ProbeResult", "ProbeSettings", "Unreachable", "run_probes", "PROBES"]
 

@@ -33,7 +33,7 @@ from surgelab.server.protocol import (
     plan_output,
 )
 from surgelab.server.responses import DONE, Completion, usage
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["InferenceServer", "build_app"]
 

@@ -26,7 +26,7 @@ from aiohttp import web
 from surgelab.engine import EngineRequest
 from surgelab.engine.media import DEFAULT_DIFFUSION_STEPS, diffusion_tokens, speech_tokens, transcription_tokens
 from surgelab.server.protocol import ApiError
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
 if TYPE_CHECKING:
     from surgelab.server.app import InferenceServer

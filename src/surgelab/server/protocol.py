@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 from surgelab.workload.media import image_size, image_tokens
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = [
     "parse_tokenize",

@@ -17,8 +17,8 @@ import hashlib
 from surgelab.engine import prefix_block_hashes
 from surgelab.sim.fleet import Cache
 from surgelab.sim.request import SECOND
+from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import BuiltinTokenizer
 
 __all__ = ["ResponseCache", "prompt_key", "block_hashes"]
 

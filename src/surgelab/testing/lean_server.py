@@ -28,7 +28,7 @@ import httptools
 import orjson
 
 from surgelab.testing.serving import run_timed_server
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
 _TOKENIZER = BuiltinTokenizer()
 _STREAM_HEAD = (

@@ -30,7 +30,7 @@ import orjson
 from aiohttp import web
 
 from surgelab.testing.serving import run_timed_server, serve_app
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["make_app", "serve"]
 

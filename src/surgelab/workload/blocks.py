@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["BlockPromptBuilder"]
 

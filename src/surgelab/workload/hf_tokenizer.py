@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from surgelab.workload.tokenizer import Tokenizer
+from surgelab.tokenizer import Tokenizer
 
 __all__ = ["HFTokenizer", "TokenizerError"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 from surgelab.workload.kinds import PAYLOAD_KINDS
 from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 
 __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 

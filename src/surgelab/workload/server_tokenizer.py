@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from surgelab.scenario.calibration import TemplateTokens, TokenizerCalibration
-from surgelab.workload.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
+from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 
 __all__ = ["CANDIDATES", "ServerTokenizer", "word_costs", "calibration_from_costs", "agrees_with_builtin"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 
 from surgelab.scenario.calibration import TokenizerCalibration
+from surgelab.tokenizer import BuiltinTokenizer, Tokenizer
 from surgelab.workload.hf_tokenizer import HFTokenizer
 from surgelab.workload.server_tokenizer import ServerTokenizer
-from surgelab.workload.tokenizer import BuiltinTokenizer, Tokenizer
 
 __all__ = ["load_tokenizer"]
 

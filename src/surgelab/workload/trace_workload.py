@@ -11,10 +11,10 @@ from dataclasses import replace
 
 from surgelab.load.shapes import ReplayPlan
 from surgelab.scenario.model import Workload
+from surgelab.tokenizer import Tokenizer
 from surgelab.workload.blocks import BlockPromptBuilder
 from surgelab.workload.prompts import Conversation, WorkloadSampler
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import Tokenizer
 
 __all__ = ["TraceSampler"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from surgelab.workload.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["COLUMN_KEYS", "FORMATS", "RowProblem", "Trace", "TraceError", "read_trace", "read_trace_cached"]
 

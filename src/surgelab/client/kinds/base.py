@@ -12,8 +12,8 @@ from surgelab.client.http1 import Response
 from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
+from surgelab.tokenizer import Tokenizer
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tokenizer import Tokenizer
 
 __all__ = ["Kind", "KindContext", "json_body", "read_json"]
 
