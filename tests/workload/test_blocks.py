@@ -8,8 +8,8 @@ import pytest
 
 from surgelab.engine import prefix_block_hashes
 from surgelab.tokenizer import BuiltinTokenizer
+from surgelab.traces import read_trace
 from surgelab.workload.blocks import BlockPromptBuilder
-from surgelab.workload.traces import read_trace
 
 TOK = BuiltinTokenizer()
 MOONCAKE = (

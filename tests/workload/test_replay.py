@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surgelab.workload.replay import replay_indices, replay_offsets
-from surgelab.workload.traces import Trace, read_trace
+from surgelab.traces import Trace, read_trace, replay_indices, replay_offsets
 
 AZURE_CONV = (
     Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"

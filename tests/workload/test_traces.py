@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from surgelab.workload.traces import FORMATS, RowProblem, Trace, TraceError, read_trace
+from surgelab.traces import FORMATS, RowProblem, Trace, TraceError, read_trace
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
 

@@ -8,7 +8,6 @@ number of users; the scenario decides which.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,10 +16,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from surgelab.conditions import Threshold
 from surgelab.files import scenario_path
+from surgelab.traces import ReplayPlan, read_trace_cached, replay_plan
 from surgelab.units import parse_duration
 
 __all__ = [
-    "Shape", "Steady", "Step", "Ramp", "Spike", "Wave", "Stages", "Stage", "Breakpoint", "Replay", "ReplayPlan", "as_shape",
+    "Shape", "Steady", "Step", "Ramp", "Spike", "Wave", "Stages", "Stage", "Breakpoint", "Replay", "as_shape",
 ]  # fmt: skip
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
@@ -274,7 +274,9 @@ class Replay(_Shape):
 
     def load(self) -> ReplayPlan:
         """The trace read and windowed (cached: the same file is read once per process)."""
-        return _load_replay(self)
+        columns = tuple(sorted(self.columns.items()))
+        trace = read_trace_cached(self.trace, self.format, columns, self.on_bad_row, self.block_size)
+        return replay_plan(trace, self.speed, self.start, self.end, self.rate, self.skip_failed)
 
     def level(self, t: np.ndarray) -> np.ndarray:
         """The replay's rate over time, counted in one-second bins."""
@@ -299,28 +301,6 @@ class Replay(_Shape):
         plan = self.load()
         how = f"at {self.rate:g} req/s mean" if self.rate else f"at speed {self.speed:g}"
         return f"replay of {Path(self.trace).name} ({len(plan.rows):,} requests over {self.natural_duration:,.0f}s, {how})"
-
-
-@dataclass(frozen=True)
-class ReplayPlan:
-    trace: Any  # surgelab.workload.traces.Trace
-    rows: np.ndarray  # trace row of each request, in send order
-    offsets_ns: np.ndarray  # its intended send time from the phase start
-
-
-def _load_replay(shape: Replay) -> ReplayPlan:
-    from surgelab.workload.replay import replay_indices, replay_offsets
-    from surgelab.workload.traces import read_trace_cached
-
-    columns = tuple(sorted(shape.columns.items()))
-    trace = read_trace_cached(shape.trace, shape.format, columns, shape.on_bad_row, shape.block_size)
-
-    rows = replay_indices(trace, shape.start, shape.end)
-    offsets = replay_offsets(trace, shape.speed, shape.start, shape.end, shape.rate)
-    if shape.skip_failed:
-        keep = ~trace.failed[rows]
-        rows, offsets = rows[keep], offsets[keep]
-    return ReplayPlan(trace=trace, rows=rows, offsets_ns=offsets)
 
 
 def as_shape(value: Any) -> Any:

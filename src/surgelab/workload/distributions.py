@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
+from surgelab.traces import read_trace_cached
 from surgelab.units import parse_duration
 
 __all__ = ["Distribution", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "Empirical", "as_distribution"]
@@ -140,8 +141,6 @@ class Empirical(_Dist):
     def _data(self) -> np.ndarray:
         if self.values is not None:
             return np.asarray(self.values, dtype=float)
-        from surgelab.workload.traces import read_trace_cached
-
         data = np.asarray(getattr(read_trace_cached(self.file, self.format), self.column), dtype=float)
         return data[data >= 1]  # -1 marks rows without that length
 

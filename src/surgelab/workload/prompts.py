@@ -16,6 +16,7 @@ import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
+from surgelab.traces import read_trace_cached
 from surgelab.workload.kinds import PAYLOAD_KINDS
 from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.request import RequestSpec
@@ -84,8 +85,6 @@ class PromptFactory:
 
         self.dataset = None
         if c.dataset is not None:
-            from surgelab.workload.traces import read_trace_cached
-
             d = c.dataset
             self.dataset = read_trace_cached(d.path, d.format, tuple(sorted(d.columns.items())))
         rows = len(self.dataset) if self.dataset is not None else 1

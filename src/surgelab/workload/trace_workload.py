@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from surgelab.load.shapes import ReplayPlan
 from surgelab.scenario.model import Workload
 from surgelab.tokenizer import Tokenizer
+from surgelab.traces import ReplayPlan
 from surgelab.workload.blocks import BlockPromptBuilder
 from surgelab.workload.prompts import Conversation, WorkloadSampler
 from surgelab.workload.request import RequestSpec

@@ -12,18 +12,20 @@ with that row's lengths, prefix blocks or text::
 
 Rows the source marks as failed (``trace.failed``) are kept: they arrived. Drop them with
 ``rows[~trace.failed[rows]]`` (and the matching offsets) if the load should not resend them;
-the other rows keep their times either way.
+the other rows keep their times either way. :func:`replay_plan` does both, and that drop,
+for a replay shape.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from surgelab.workload.traces import Trace
+from surgelab.traces.trace import Trace
 
-__all__ = ["replay_indices", "replay_offsets"]
+__all__ = ["ReplayPlan", "replay_indices", "replay_offsets", "replay_plan"]
 
 
 def _window(trace: Trace, start_s: float, end_s: float | None) -> tuple[int, int]:
@@ -83,3 +85,29 @@ def replay_offsets(
             raise ValueError(f"rate needs at least two requests at distinct times in the window, found {len(times)}")
         speed = rate / ((len(times) - 1) / span)
     return np.rint((times - start_s) * 1e9 / speed).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """The requests of a replay: their trace rows and intended send times, in send order."""
+
+    trace: Trace
+    rows: np.ndarray  # trace row of each request, in send order
+    offsets_ns: np.ndarray  # its intended send time from the phase start
+
+
+def replay_plan(
+    trace: Trace,
+    speed: float = 1.0,
+    start_s: float = 0.0,
+    end_s: float | None = None,
+    rate: float | None = None,
+    skip_failed: bool = False,
+) -> ReplayPlan:
+    """The window's rows and their send times; ``skip_failed`` leaves out the rows the trace marks failed."""
+    rows = replay_indices(trace, start_s, end_s)
+    offsets = replay_offsets(trace, speed, start_s, end_s, rate)
+    if skip_failed:
+        keep = ~trace.failed[rows]
+        rows, offsets = rows[keep], offsets[keep]
+    return ReplayPlan(trace=trace, rows=rows, offsets_ns=offsets)

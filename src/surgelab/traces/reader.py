@@ -22,7 +22,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,143 +30,16 @@ import numpy as np
 import orjson
 
 from surgelab.tokenizer import BuiltinTokenizer
+from surgelab.traces.formats import FORMATS, PRESETS, UNITS, Spec, detect_format, show_value, with_columns
+from surgelab.traces.trace import RowProblem, Trace, TraceError
 
-__all__ = ["COLUMN_KEYS", "FORMATS", "RowProblem", "Trace", "TraceError", "read_trace", "read_trace_cached"]
+__all__ = ["read_trace", "read_trace_cached"]
 
-FORMATS = ("auto", "azure", "burstgpt", "mooncake", "lengths", "jsonl", "sharegpt", "csv")
-COLUMN_KEYS = ("timestamp", "timestamp_unit", "prompt_tokens", "output_tokens", "prompt", "hash_ids")
-"""Keys of the ``columns`` mapping; each names a column (CSV) or field (JSONL) of the file."""
-
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": 1e-6}
 _MAX_COUNT = 1 << 53
 _MAX_ID = 1 << 63
 _DATETIME = re.compile(r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?Z?")
 _HUMAN = frozenset({"human", "user"})
 _MODEL = frozenset({"gpt", "chatgpt", "assistant", "model"})
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be used; the message is one line, ``FILE[:LINE]: what was expected``."""
-
-    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None) -> None:
-        where = "" if path is None else f"{path}:" if line is None else f"{path}:{line}:"
-        super().__init__(f"{where} {message}" if where else message)
-        self.path = path
-        self.line = line
-
-
-@dataclass(frozen=True, slots=True)
-class RowProblem:
-    """A row left out of the trace: its 1-based line in the file and why."""
-
-    line: int
-    message: str
-
-
-@dataclass(frozen=True, eq=False)
-class Trace:
-    """Requests from a trace or dataset, one array entry per row, sorted by arrival.
-
-    ``offsets_s`` are seconds from the first request (all zero without timestamps);
-    ``output_tokens`` is -1 where a prompt dataset gives no output length; ``failed`` marks
-    rows the source recorded as failed (BurstGPT's zero response tokens); ``prefix_blocks``
-    holds Mooncake ``hash_ids`` (one id per ``block_size`` prompt tokens); ``texts`` holds
-    prompts for datasets that carry them; ``lines`` is each row's line in the source file.
-    """
-
-    offsets_s: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    prefix_blocks: list[tuple[int, ...]] | None = None
-    texts: list[str] | None = None
-    failed: np.ndarray | None = None
-    source: Path | None = None
-    format: str = "custom"
-    skipped: list[RowProblem] = field(default_factory=list)
-    has_timestamps: bool = True
-    lines: np.ndarray | None = None
-    block_size: int = 512
-
-    def __post_init__(self) -> None:
-        n = len(self.offsets_s)
-
-        def column(values: Any, dtype: type) -> np.ndarray:
-            array = np.array(values, dtype=dtype)  # a copy, made read-only: the trace is frozen
-            array.flags.writeable = False
-            return array
-
-        set_ = object.__setattr__
-        set_(self, "offsets_s", column(self.offsets_s, np.float64))
-        set_(self, "prompt_tokens", column(self.prompt_tokens, np.int64))
-        set_(self, "output_tokens", column(self.output_tokens, np.int64))
-        set_(self, "failed", column(np.zeros(n) if self.failed is None else self.failed, bool))
-        set_(self, "lines", column(np.arange(1, n + 1) if self.lines is None else self.lines, np.int64))
-        for name in ("prompt_tokens", "output_tokens", "failed", "lines", "prefix_blocks", "texts"):
-            values = getattr(self, name)
-            if values is not None and len(values) != n:
-                raise ValueError(f"Trace.{name} has {len(values)} entries, offsets_s has {n}")
-        offsets = self.offsets_s
-        if n and (offsets[0] != 0.0 or not np.all(np.isfinite(offsets)) or np.any(np.diff(offsets) < 0)):
-            raise ValueError("Trace.offsets_s must be finite, start at 0 and never decrease")
-
-    def __len__(self) -> int:
-        return len(self.offsets_s)
-
-    @property
-    def duration_s(self) -> float:
-        """Seconds from the first request to the last (0 for one row or no timestamps)."""
-        return float(self.offsets_s[-1]) if len(self.offsets_s) else 0.0
-
-    @property
-    def mean_rate(self) -> float:
-        """Requests per second, ``(len - 1) / duration_s`` = 1 / the mean inter-arrival time.
-
-        NaN when the duration is 0 (one row, or no timestamps).
-        """
-        duration = self.duration_s
-        return (len(self) - 1) / duration if duration > 0 else math.nan
-
-
-# --- column specs and presets -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Spec:
-    kind: str  # "csv", "jsonl", "sharegpt", or "sniff" (CSV or JSONL, decided by the content)
-    timestamp: str | None = None
-    timestamp_unit: str = "s"
-    prompt_tokens: str | None = None
-    output_tokens: str | None = None
-    prompt: str | None = None
-    hash_ids: str | None = None
-    zero_output_fails: bool = False
-    output_required: bool = True
-
-
-_PRESETS: dict[str, _Spec] = {
-    "azure": _Spec("csv", "TIMESTAMP", "datetime", "ContextTokens", "GeneratedTokens"),
-    "burstgpt": _Spec("csv", "Timestamp", "s", "Request tokens", "Response tokens", zero_output_fails=True),
-    "mooncake": _Spec("jsonl", "timestamp", "ms", "input_length", "output_length", hash_ids="hash_ids"),
-    "lengths": _Spec("csv", None, "s", "num_prefill_tokens", "num_decode_tokens"),
-    "jsonl": _Spec("jsonl", output_tokens="output_tokens", prompt="prompt", output_required=False),
-    "sharegpt": _Spec("sharegpt"),
-    "csv": _Spec("sniff"),
-}
-
-
-def _with_columns(spec: _Spec, columns: Mapping[str, str] | None) -> _Spec:
-    if not columns:
-        return spec
-    unknown = sorted(set(columns) - set(COLUMN_KEYS))
-    if unknown:
-        raise TraceError(f"unknown key {unknown[0]!r} in columns; expected some of {', '.join(COLUMN_KEYS)}")
-    for key, value in columns.items():
-        if value is not None and not isinstance(value, str):
-            raise TraceError(f"columns[{key!r}] must be a column name (a string), got {value!r}")
-    unit = columns.get("timestamp_unit")
-    if unit is not None and unit not in _UNITS:
-        raise TraceError(f"timestamp_unit must be one of {', '.join(_UNITS)}, got {unit!r}")
-    return replace(spec, **{k: v for k, v in columns.items() if v is not None})
 
 
 # --- field parsing ------------------------------------------------------------------------
@@ -178,11 +51,6 @@ class _Bad(Exception):
 
 class _NotApplicable(_Bad):
     """A well-formed row the format does not use (a ShareGPT conversation with no reply): always skipped."""
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _count(value: Any, name: str) -> int:
@@ -204,7 +72,7 @@ def _count(value: Any, name: str) -> int:
                 number = math.nan
             n = int(number) if number.is_integer() else None
     if n is None or n < 0 or n >= _MAX_COUNT:
-        raise _Bad(f"expected a non-negative integer for {name!r}, got {_show(value)}")
+        raise _Bad(f"expected a non-negative integer for {name!r}, got {show_value(value)}")
     return n
 
 
@@ -216,7 +84,7 @@ def _seconds(value: Any, name: str, unit: str) -> float:
         with contextlib.suppress(ValueError):
             number = float(value.strip())
     if not math.isfinite(number):
-        raise _Bad(f"expected a number of {unit} for {name!r}, got {_show(value)}")
+        raise _Bad(f"expected a number of {unit} for {name!r}, got {show_value(value)}")
     return number
 
 
@@ -229,7 +97,7 @@ def _datetime_us(value: Any, name: str) -> int:
             return int(np.datetime64(head + dot + fraction[:6], "us").astype(np.int64))
         except ValueError:
             pass
-    raise _Bad(f"expected a date and time like '2023-11-16 18:15:46.6805900' for {name!r}, got {_show(value)}")
+    raise _Bad(f"expected a date and time like '2023-11-16 18:15:46.6805900' for {name!r}, got {show_value(value)}")
 
 
 def _hash_ids(value: Any, name: str) -> tuple[int, ...]:
@@ -240,7 +108,7 @@ def _hash_ids(value: Any, name: str) -> tuple[int, ...]:
         isinstance(v, int) and not isinstance(v, bool) and -_MAX_ID <= v < _MAX_ID for v in value
     ):
         return tuple(value)
-    raise _Bad(f"expected a list of integer block ids for {name!r}, got {_show(value)}")
+    raise _Bad(f"expected a list of integer block ids for {name!r}, got {show_value(value)}")
 
 
 def _content_text(content: Any) -> str:
@@ -250,13 +118,13 @@ def _content_text(content: Any) -> str:
         parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
         if all(isinstance(p, str) for p in parts):
             return "\n".join(parts)
-    raise _Bad(f"expected message content as text, got {_show(content)}")
+    raise _Bad(f"expected message content as text, got {show_value(content)}")
 
 
 def _messages(value: Any) -> tuple[str, str | None]:
     """Prompt text of OpenAI-style messages, and a trailing assistant reply if there is one."""
     if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
-        raise _Bad(f"expected 'messages' as a non-empty list of objects, got {_show(value)}")
+        raise _Bad(f"expected 'messages' as a non-empty list of objects, got {show_value(value)}")
     reply = None
     if len(value) > 1 and value[-1].get("role") == "assistant":
         reply = _content_text(value[-1].get("content"))
@@ -270,7 +138,7 @@ def _messages(value: Any) -> tuple[str, str | None]:
 class _Rows:
     """Columns under construction, and the bad-row policy."""
 
-    def __init__(self, spec: _Spec, path: Path, fail: bool, block_size: int) -> None:
+    def __init__(self, spec: Spec, path: Path, fail: bool, block_size: int) -> None:
         self.spec, self.path, self.fail, self.block_size = spec, path, fail, block_size
         self.tokenizer = BuiltinTokenizer()
         self.lines: list[int] = []
@@ -304,7 +172,7 @@ class _Rows:
                 elif spec.prompt_tokens is None or record is None or spec.prompt in record:
                     text = get(spec.prompt)
                     if not isinstance(text, str):
-                        raise _Bad(f"expected text for {spec.prompt!r}, got {_show(text)}")
+                        raise _Bad(f"expected text for {spec.prompt!r}, got {show_value(text)}")
             if spec.prompt_tokens is not None:
                 prompt = _count(get(spec.prompt_tokens), spec.prompt_tokens)
             elif text is not None:
@@ -362,11 +230,11 @@ class _Rows:
             if self.spec.timestamp_unit == "datetime":
                 times = np.array(self.times, dtype=np.int64)
                 order = np.argsort(times, kind="stable")
-                offsets = (times[order] - times[order[0]]) * _UNITS["datetime"]
+                offsets = (times[order] - times[order[0]]) * UNITS["datetime"]
             else:
                 seconds = np.array(self.times, dtype=np.float64)
                 order = np.argsort(seconds, kind="stable")
-                offsets = (seconds[order] - seconds[order[0]]) * _UNITS[self.spec.timestamp_unit]
+                offsets = (seconds[order] - seconds[order[0]]) * UNITS[self.spec.timestamp_unit]
             if not np.all(np.isfinite(offsets)):
                 raise TraceError("timestamps span too wide a range to represent", self.path)
         sort = (lambda xs: [xs[i] for i in order]) if has_times and np.any(np.diff(order) != 1) else list
@@ -448,7 +316,7 @@ def _jsonl_records(data: bytes, rows: _Rows) -> Iterator[tuple[int, dict[str, An
             rows.problem(number, _Bad(f"expected a JSON object ({error})"))
             continue
         if not isinstance(record, dict):
-            rows.problem(number, _Bad(f"expected a JSON object, got {_show(record)}"))
+            rows.problem(number, _Bad(f"expected a JSON object, got {show_value(record)}"))
             continue
         yield number, record
 
@@ -523,51 +391,7 @@ def _sharegpt_pair(item: Any, line: int, rows: _Rows) -> None:
     rows.add_pair(line, prompt, reply)
 
 
-# --- format detection and the entry point -------------------------------------------------
-
-
-def _detect(data: bytes, path: Path, has_columns: bool) -> str:
-    head = data.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"["):
-        return "sharegpt"
-    if head.startswith(b"{"):
-        for number, raw in enumerate(data.split(b"\n")[:50], start=1):
-            try:
-                record = orjson.loads(raw.lstrip(b"\xef\xbb\xbf"))
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            if "hash_ids" in record or {"input_length", "output_length"} <= record.keys():
-                return "mooncake"
-            if has_columns:
-                return "csv"
-            if "prompt" in record or "messages" in record:
-                return "jsonl"
-            keys = ", ".join(repr(k) for k in list(record)[:8])
-            raise TraceError(
-                f"cannot tell the JSONL format from the fields {keys}; pass format= or columns=", path, number
-            )
-        raise TraceError("expected JSON objects, one a line, to tell the format", path)
-    first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-    try:
-        names = {n.strip() for n in next(csv.reader([first]), [])}
-    except csv.Error:
-        names = set()
-    if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= names:
-        return "azure"
-    if {"Timestamp", "Request tokens", "Response tokens"} <= names:
-        return "burstgpt"
-    if {"num_prefill_tokens", "num_decode_tokens"} <= names:
-        return "lengths"
-    if has_columns:
-        return "csv"
-    raise TraceError(
-        f"cannot tell the format from the first line {_show(first)}; pass format= (one of "
-        f"{', '.join(FORMATS[1:])}) or columns=",
-        path,
-        1,
-    )
+# --- the entry point ----------------------------------------------------------------------
 
 
 def read_trace(
@@ -605,10 +429,10 @@ def read_trace(
     if not data.strip():
         raise TraceError("empty file", path)
     if format == "auto":
-        format = _detect(data, path, bool(columns))
+        format = detect_format(data, path, bool(columns))
     if format == "csv" and not columns:
         raise TraceError("format 'csv' needs columns= naming at least prompt_tokens or prompt", path)
-    spec = _with_columns(_PRESETS[format], columns)
+    spec = with_columns(PRESETS[format], columns)
     if spec.kind != "sharegpt" and spec.prompt_tokens is None and spec.prompt is None:
         raise TraceError("columns= must name prompt_tokens or prompt", path)
     if spec.kind == "sniff":
