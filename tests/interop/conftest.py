@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from surgelab.process import free_port
-
-from .process import ServerProcess, get
+from .process import ServerProcess, free_port, get
 from .stacks import SERVERS, Settings, Stack
 
 _VERSIONS = pytest.StashKey[dict[str, str]]()

@@ -14,15 +14,23 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ServerProcess", "get", "post"]
+__all__ = ["ServerProcess", "free_port", "get", "post"]
 
 HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A port nobody listens on now (the server binds it a moment later; a clash is retried by the caller)."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
 
 
 def get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from surgelab.process import free_port
+from .process import free_port
 
 __all__ = ["STACKS", "Command", "Settings", "Stack", "SERVERS"]
 
