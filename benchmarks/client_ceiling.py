@@ -24,7 +24,7 @@ from pathlib import Path
 
 from native_server import SERVERS, describe, reference_server
 
-from surgelab.runner.calibrate import find_ceiling, measure
+from surgelab.sweep.calibrate import find_ceiling, measure
 
 
 def main() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from surgelab.runner import calibrate
-from surgelab.runner.calibrate import Level, client_headroom, find_ceiling, load_calibration, measure, save_calibration
+from surgelab.runner.headroom import client_headroom, load_calibration, save_calibration
+from surgelab.sweep import calibrate
+from surgelab.sweep.calibrate import Level, find_ceiling, measure
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from surgelab.runner.rundir import REDACTED, RunDirError, prepare_run_dir, read_json, redact, write_json
+from surgelab.metrics.rundir import REDACTED, RunDirError, prepare_run_dir, read_json, redact, write_json
 from surgelab.scenario.loader import build_scenario
 
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.metrics.rundir import read_json
 from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, merge_parts, read_records
-from surgelab.runner.rundir import read_json
 from surgelab.scenario.loader import build_scenario
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

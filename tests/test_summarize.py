@@ -41,3 +41,29 @@ def test_summarize_refuses_a_directory_that_is_not_a_run(cli, tmp_path) -> None:
     result = cli("summarize", str(tmp_path))
     assert result.returncode == 2
     assert "is not a run directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_summary_is_the_same_whatever_calibration_the_machine_has(zero_server, scenario_for, run, cli, tmp_path, monkeypatch) -> None:
+    """The client's calibration is context recorded in run.json when the run happens, reported
+    beside the summary as recorded: summarising the run directory where no calibration is
+    cached, or where a different one is, gives the very same summary.json."""
+    from surgelab.runner.headroom import save_calibration
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-at-run"))
+    save_calibration(1, 25.0, [])  # the machine that ran it: 20 req/s is 80 % of its ceiling
+    out = tmp_path / "run"
+    result = run(scenario_for(zero_server.url, load={"rate": 20, "duration": "1s"}), out)
+    recorded = json.loads((out / "run.json").read_text())["client"]
+    assert recorded["calibrated_ceiling_rps"] == 25.0 and "add --workers" in recorded["warning"]
+    assert result.summary["client"] == recorded
+
+    summaries = []
+    for cache, ceiling in (("empty-cache", None), ("other-cache", 10_000.0)):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / cache))
+        if ceiling is not None:
+            save_calibration(1, ceiling, [])
+        done = cli("summarize", str(out))
+        assert done.returncode == 0, done.stderr
+        summaries.append(json.loads((out / "summary.json").read_text()))
+    assert summaries[0] == summaries[1] == json.loads(json.dumps(result.summary))
+    assert summaries[0]["client"] == recorded

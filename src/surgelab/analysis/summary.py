@@ -22,7 +22,7 @@ from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
 
-__all__ = ["RunInfo", "summarize", "SUMMARY_VERSION"]
+__all__ = ["RunInfo", "RecordColumns", "summarize", "meets_slo", "SUMMARY_VERSION"]
 
 SUMMARY_VERSION = 1
 
@@ -65,7 +65,7 @@ class RunInfo:
         return replace(self, planned_duration_s=planned, window_start_s=start, phase_windows=phases)
 
 
-class _Columns:
+class RecordColumns:
     """The record columns the summary needs, compact (see ``analysis.columns``).
 
     Built from a table, or from a run directory one Parquet column at a time; columns only
@@ -109,7 +109,7 @@ class _Columns:
 def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
     """The summary of a table of records, or of a run directory's ``records.parquet`` read column by column."""
     info = info.resolved(scenario)
-    c = _Columns(records)
+    c = RecordColumns(records)
     cut_short = bool(c.warmup.size) and bool(c.warmup.all())
     if cut_short:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)
@@ -184,7 +184,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
 PROMPT_TOLERANCE = 0.10  # prompts more than this far from the length asked for are worth a warning
 
 
-def _prompt_lengths(c: _Columns, tokenizer: str) -> dict[str, Any]:
+def _prompt_lengths(c: RecordColumns, tokenizer: str) -> dict[str, Any]:
     """Prompt tokens as surgelab meant them against the server's own count, over successes with server usage."""
     both = (c.state == State.OK.value) & (c.usage_source == "server") & np.isfinite(c.intended_prompt) & np.isfinite(c.prompt)
     both &= c.intended_prompt > 0
@@ -226,7 +226,7 @@ class Window:
         return count / self.length if self.length > 0 else 0.0
 
 
-def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
+def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
     """Requests, throughput, latency and goodput of a subset of rows.
 
     Counts and latencies leave out requests intended during the warm-up; rates count every
@@ -245,7 +245,7 @@ def _block(c: _Columns, rows: np.ndarray, window: Window, scenario: Scenario) ->
     finished = n_ok + n_failed
     out_tokens = float(np.nansum(c.output[ok_in_window]))
     in_tokens = float(np.nansum(c.prompt[ok_in_window]))
-    good = _meets_slo(c, ok_in_window, scenario)
+    good = meets_slo(c, ok_in_window, scenario)
     finished_in_window = int((ok_in_window | (is_failed & in_window)).sum())
     return {
         "requests": {
@@ -292,7 +292,7 @@ def _phase_window(info: RunInfo, name: str, run: Window) -> Window:
 
 
 def _breakdown(
-    c: _Columns, labels: Labels, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
+    c: RecordColumns, labels: Labels, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
 ) -> dict[str, Any]:
     """The same block for every distinct label (phase, class or tier); a tier shows the SLO it was judged by.
 
@@ -312,7 +312,7 @@ def _slo_ms(slo: Slo) -> dict[str, float | None]:
     return {k: (v * 1000 if v is not None else None) for k, v in slo.model_dump().items()}
 
 
-def _lag(c: _Columns, rows: np.ndarray) -> dict[str, Any]:
+def _lag(c: RecordColumns, rows: np.ndarray) -> dict[str, Any]:
     has_sent = rows & ~np.isnan(c.sent)
     return distribution(c.sent[has_sent] - c.intended[has_sent], 1000)
 
@@ -337,14 +337,14 @@ def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
     }
 
 
-def _tpot(c: _Columns, mask: np.ndarray, stream: bool) -> np.ndarray:
+def _tpot(c: RecordColumns, mask: np.ndarray, stream: bool) -> np.ndarray:
     if not stream:
         return np.empty(0)
     sel = mask & (c.output > 1)
     return (c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1)
 
 
-def _meets_slo(c: _Columns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
+def meets_slo(c: RecordColumns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
     """Rows meeting every objective of their tier (the scenario's SLO where a tier sets none)."""
     good = mask.copy()
     tiers = c.tier[mask].distinct() if mask.any() else []
@@ -366,7 +366,7 @@ def _meets_slo(c: _Columns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
     return good
 
 
-def _littles_law(c: _Columns, start: float, end: float) -> dict[str, float | None]:
+def _littles_law(c: RecordColumns, start: float, end: float) -> dict[str, float | None]:
     """Measured mean in flight against λ·W over the window (L = λW)."""
     window = end - start
     if window <= 0:
@@ -396,7 +396,7 @@ def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario)
     return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms}
 
 
-def _judge(threshold: Threshold, c: _Columns, ok: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
+def _judge(threshold: Threshold, c: RecordColumns, ok: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
     """Observed value of a threshold's quantity (seconds or a fraction) and its verdict."""
     if threshold.aggregation is not None:
         observed = _aggregate(threshold.aggregation, threshold.metric, c, ok, summary["target"]["stream"])
@@ -412,7 +412,7 @@ def _judge(threshold: Threshold, c: _Columns, ok: np.ndarray, summary: dict[str,
             "abort_on_fail": threshold.abort_on_fail}  # fmt: skip
 
 
-def _aggregate(agg: str, metric: str, c: _Columns, ok: np.ndarray, stream: bool) -> float | None:
+def _aggregate(agg: str, metric: str, c: RecordColumns, ok: np.ndarray, stream: bool) -> float | None:
     """A threshold's aggregation (mean, min, max or pNN) of one metric over ``ok`` rows, in seconds."""
     if metric == "itl":  # from the integer gaps, never held as floats
         itl = c.gaps.summary(ok, 1.0)

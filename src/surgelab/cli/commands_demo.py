@@ -50,8 +50,8 @@ def demo(
 ) -> None:
     """Start the embedded server, run a step ramp of users against it, print what happened."""
     from surgelab.aio import run_async
+    from surgelab.metrics.rundir import RunDirError
     from surgelab.runner import run_scenario
-    from surgelab.runner.rundir import RunDirError
     from surgelab.server.process import ServerProcess, ServerStartError
 
     console = Console()

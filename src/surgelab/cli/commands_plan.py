@@ -72,7 +72,8 @@ def calibrate(
     show: bool = typer.Option(False, "--show", help="Print the cached figure without measuring."),
 ) -> None:
     """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it."""
-    from surgelab.runner.calibrate import cache_path, find_ceiling, load_calibration, save_calibration
+    from surgelab.runner.headroom import cache_path, load_calibration, save_calibration
+    from surgelab.sweep.calibrate import find_ceiling
     from surgelab.testing.process import scripted_server
 
     console = Console()

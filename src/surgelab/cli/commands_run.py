@@ -225,9 +225,9 @@ def execute(
 ) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
     from surgelab.aio import run_async
+    from surgelab.metrics.rundir import RunDirError
     from surgelab.report.terminal import LiveView, print_summary
     from surgelab.runner import run_scenario
-    from surgelab.runner.rundir import RunDirError
 
     api_key = None
     if scenario.target.api_key_env:
@@ -345,13 +345,12 @@ def summarize_command(
     run_dir: Path = typer.Argument(..., metavar="RUN", help="A run directory, finished or not."),
 ) -> None:
     """Rebuild summary.json (and the report) from a run directory's records — after a crash too."""
+    from surgelab.metrics.rundir import read_run
     from surgelab.report.terminal import print_summary
     from surgelab.runner.run import write_summary
-    from surgelab.runner.rundir import read_json
 
     try:
-        data = yaml.safe_load((run_dir / "scenario.yaml").read_text(encoding="utf-8"))
-        info = read_json(run_dir / "run.json")
+        data, info = read_run(run_dir)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise fail(f"{run_dir} is not a run directory: {exc}") from None
     try:

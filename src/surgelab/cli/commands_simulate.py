@@ -22,9 +22,9 @@ def simulate_command(
     out: Path | None = typer.Option(None, "--out", help="Run directory (one per fleet below it when comparing)."),
 ) -> None:
     """Simulate the scenario on a fleet of engine replicas in virtual time; same records and summary as a real run."""
+    from surgelab.metrics.rundir import RunDirError, write_json
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, finalize_run
-    from surgelab.runner.rundir import RunDirError, write_json
     from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
 
     scenario = load_or_exit(scenario_file, {})

@@ -116,7 +116,7 @@ def sweep(
 ) -> None:
     """Stepped load test: warm up, hold each level, stop on its own, report knee and SLA capacity."""
     from surgelab.aio import run_async
-    from surgelab.runner.rundir import RunDirError
+    from surgelab.metrics.rundir import RunDirError
     from surgelab.sweep import BreakConfig, StopRules, SweepConfig, SweepError, run_sweep
     from surgelab.sweep.table import print_sweep
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.rundir import write_json
 from surgelab.metrics.store import RecordMeta
 from surgelab.runner.run import RunResult, run_scenario, with_salt
-from surgelab.runner.rundir import write_json
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario, Target
 

@@ -105,7 +105,7 @@ async def run_on_ray(
     actor_class = ray.remote(num_cpus=0)(_ShardActor)
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
     scenario = await with_tokenizer(with_salt(scenario), api_key)
-    run_dir, _, info = prepare(scenario, run_dir)
+    run_dir, _, info = prepare(scenario, run_dir, workers)
     await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing
     offsets = [await _offset(actor) for actor in actors]
     start_wall = time.time_ns() + int(start_delay_s * SECOND)

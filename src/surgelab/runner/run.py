@@ -8,29 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import secrets
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from surgelab import __version__
 from surgelab.analysis.summary import RunInfo, summarize
 from surgelab.load.shapes import Breakpoint
 from surgelab.metrics.live import LiveSnapshot, LiveStats
+from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
-from surgelab.runner.calibrate import client_headroom
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import cpu_counters, cpu_usage
 from surgelab.runner.execution import Execution, Observer, Shard
+from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
-from surgelab.runner.rundir import prepare_run_dir, write_json
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.telemetry.derive import summarize_telemetry
@@ -40,7 +37,10 @@ from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, ScrapeSource
 from surgelab.units import SECOND
 
-__all__ = ["RunResult", "run_scenario", "run_shard", "prepare", "finish", "write_summary", "open_loop_offsets"]
+__all__ = [
+    "RunResult", "run_scenario", "run_shard", "prepare", "finish", "write_summary", "with_salt", "telemetry_scraper",
+    "open_loop_offsets",
+]  # fmt: skip
 
 
 @dataclass
@@ -139,27 +139,20 @@ def with_salt(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"prompt_salt": secrets.randbelow(1 << 31)})
 
 
-def prepare(scenario: Scenario, run_dir: Path) -> tuple[Path, list[PhasePlan], dict[str, Any]]:
+def prepare(scenario: Scenario, run_dir: Path, workers: int = 1) -> tuple[Path, list[PhasePlan], dict[str, Any]]:
     """Create the run directory and write ``run.json`` with the plan; the same for every worker layout.
 
     The scenario must already carry its prompt salt (``with_salt``), so that every process of
-    the run and the saved ``scenario.yaml`` agree on the prompts.
+    the run and the saved ``scenario.yaml`` agree on the prompts. ``run.json`` records the
+    context the summary reports: the CPU counters at the start and this machine's calibrated
+    client headroom for ``workers`` processes.
     """
     run_dir = prepare_run_dir(run_dir, scenario)
     plans = plan_phases(scenario)
-    info: dict[str, Any] = {
-        "surgelab_version": __version__,
-        "started_at": datetime.now(timezone.utc).isoformat(),
-        "pid": os.getpid(),
-        "planned_duration_s": max(p.end_ns for p in plans) / SECOND,
-        "window_start_s": min(p.warmup_end_ns for p in plans) / SECOND,
-        "phases": [
-            {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
-            for p in plans
-        ],
-        "cpu_start": cpu_counters(),  # replaced by the run's CPU use ("cpu") when it ends
-    }
-    write_json(run_dir / "run.json", info)
+    info = run_info(plans)
+    info["cpu_start"] = cpu_counters()  # replaced by the run's CPU use ("cpu") when it ends
+    info["client"] = client_headroom(scenario, workers)
+    write_run_info(run_dir, info)
     return run_dir, plans, info
 
 
@@ -177,7 +170,7 @@ def finish(
     info.update(stop_reason=stop_reason, stopped_at_s=stopped_at / SECOND, wall_s=wall_ns / SECOND)
     if "cpu_start" in info:
         info["cpu"] = cpu_usage(info.pop("cpu_start"), cpu_counters(), int(info.get("workers", 1)))
-    write_json(run_dir / "run.json", info)
+    write_run_info(run_dir, info)
     return RunResult(run_dir=run_dir, summary=write_summary(scenario, run_dir, info), stop_reason=stop_reason)
 
 
@@ -185,13 +178,15 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
     """``summary.json`` from what is on disk: records (and telemetry) parts are merged first.
 
     Used at the end of every run and by ``surgelab summarize`` after a crash, when ``info``
-    has no stop facts and the records say how far the run got.
+    has no stop facts and the records say how far the run got. The run's context (CPU use,
+    client headroom, routing) is what ``run.json`` recorded during the run, wherever this runs.
     """
     return_freed_memory()  # a long run's records are read column by column: keep the peak to what is in use
     merge_parts(run_dir)
     summary = summarize(run_dir, scenario, RunInfo.from_dict(info))  # read column by column, not as one table
-    if info.get("cpu"):
-        summary["host_cpu"] = info["cpu"]  # measured during the run, so the same wherever it is summarised
+    if "client" not in info:  # a run directory written before run.json recorded it
+        info = {**info, "client": unrecorded_headroom(scenario, int(info.get("workers", 1)))}
+    add_run_context(summary, info)
     telemetry = {}
     if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
         merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
@@ -199,10 +194,7 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
         end = info.get("stopped_at_s") or summary["duration_s"] + info.get("window_start_s", 0.0)
         telemetry = summarize_telemetry(table, info.get("window_start_s", 0.0), end)
     attach_telemetry(summary, telemetry)
-    summary["client"] = client_headroom(scenario, int(info.get("workers", 1)))
-    if "routing" in info:
-        summary["routing"] = info["routing"]
-    write_json(run_dir / "summary.json", summary)
+    write_summary_file(run_dir, summary)
     return summary
 
 

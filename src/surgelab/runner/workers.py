@@ -95,7 +95,7 @@ async def run_with_workers(
 ) -> RunResult:
     """Run ``scenario`` split over ``workers`` processes; the result is that of one run."""
     scenario = await with_tokenizer(with_salt(scenario), api_key)
-    run_dir, plans, info = prepare(scenario, run_dir)
+    run_dir, plans, info = prepare(scenario, run_dir, workers)
     info["workers"] = workers
     ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets
     messages, stop, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)

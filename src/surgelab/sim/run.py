@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from surgelab import __version__
-from surgelab.analysis.summary import RunInfo, _Columns, _meets_slo, summarize
+from surgelab.analysis.summary import RecordColumns, RunInfo, meets_slo, summarize
 from surgelab.metrics.record import State
-from surgelab.runner.rundir import prepare_run_dir, write_json
+from surgelab.metrics.rundir import (
+    add_run_context,
+    prepare_run_dir,
+    run_info,
+    write_json,
+    write_run_info,
+    write_summary_file,
+)
 from surgelab.scenario.model import Scenario
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.recorder import Recorder
@@ -48,36 +53,21 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     recorder = Recorder(run_dir)
     sim = Simulator(scenario, fleet, recorder, fast)
     plans = sim.traffic.plans
-    info: dict[str, Any] = {
-        "surgelab_version": __version__,
-        "started_at": datetime.now(timezone.utc).isoformat(),
-        "simulated": True,
-        "fleet": fleet.name,
-        "planned_duration_s": max(p.end_ns for p in plans) / SECOND,
-        "window_start_s": min(p.warmup_end_ns for p in plans) / SECOND,
-        "phases": [
-            {
-                "name": p.phase.name,
-                "start_s": p.start_ns / SECOND,
-                "warmup_end_s": p.warmup_end_ns / SECOND,
-                "end_s": p.end_ns / SECOND,
-            }
-            for p in plans
-        ],
-    }
+    info = run_info(plans, fleet=fleet.name)
     wall = time.perf_counter()
     end_ns = sim.run()
     wall = time.perf_counter() - wall
     table = recorder.close()
     info.update(stop_reason="completed", stopped_at_s=max(p.end_ns for p in plans) / SECOND, wall_s=wall,
                 simulated_end_s=end_ns / SECOND)  # fmt: skip
-    write_json(run_dir / "run.json", info)
+    write_run_info(run_dir, info)
     pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
     summary = summarize(table, scenario, RunInfo.from_dict(info))
+    add_run_context(summary, info)
     report = fleet_report(sim, fleet, end_ns, wall, table, scenario, recorder.count)
     summary["fleet"] = {k: report[k] for k in ("name", "average_instances", "replica_hours", "cost", "shed", "lost",
                                                 "sla_violations", "cache_hit_rate")}  # fmt: skip
-    write_json(run_dir / "summary.json", summary)
+    write_summary_file(run_dir, summary)
     write_json(run_dir / "fleet.json", report)
     return SimResult(run_dir, summary, report)
 
@@ -85,7 +75,7 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
 def _violations(table: pa.Table, scenario: Scenario) -> int:
     """Measured requests that did not end ``ok`` within every objective of their tier.
 
-    The summary's goodput test (``_meets_slo``) on just the columns it needs; cancelled
+    The summary's goodput test (``meets_slo``) on just the columns it needs; cancelled
     requests are not counted either way.
     """
     measured = table.filter(pc.invert(table["warmup"]))
@@ -101,7 +91,7 @@ def _violations(table: pa.Table, scenario: Scenario) -> int:
             pa.array(np.zeros(rows.num_rows + 1, dtype=np.int32)), pa.array([], type=pa.int32())
         )
         rows = rows.set_column(rows.schema.get_field_index("itl_us"), "itl_us", empty)
-    good = _meets_slo(_Columns(rows), np.ones(rows.num_rows, dtype=bool), scenario)
+    good = meets_slo(RecordColumns(rows), np.ones(rows.num_rows, dtype=bool), scenario)
     return counted - int(good.sum())
 
 
