@@ -30,6 +30,7 @@ IDLE_S = 0.3  # the idle timeout of the idle-close cell, for stacks that take fr
 _NO_LIMIT = "no per-connection request limit"
 _NO_GZIP = "the server compresses nothing itself (a middleware or the handler would: not the stack)"
 _ASKED_VERSION = "answers an HTTP/1.1 request with HTTP/1.1"
+_LLAMA = {"llama-close": "llama.cpp's quirk of cpp-httplib (a provider that returns false after done())"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Settings:
     tokens: int
     idle_s: float = 0.0
     max_requests: int = 0
+    close_after_stream: bool = False
 
     def script_flags(self) -> list[str]:
         return ["--ttft", str(self.ttft), "--itl", str(self.itl), "--tokens", str(self.tokens)]
@@ -48,7 +50,8 @@ class Settings:
     def flags(self) -> list[str]:
         idle = ["--idle-timeout", str(self.idle_s)] if self.idle_s else []
         limit = ["--max-requests", str(self.max_requests)] if self.max_requests else []
-        return self.script_flags() + idle + limit
+        close = ["--close-after-stream", "1"] if self.close_after_stream else []
+        return self.script_flags() + idle + limit + close
 
 
 @dataclass(frozen=True)
@@ -251,33 +254,34 @@ _H11 = "h11 writes HTTP/1.1 on every status line"
 STACKS: list[Stack] = [
     PythonStack("uvicorn-h11", "pip install uvicorn h11", file="asgi_server.py", args=("--server", "uvicorn-h11"),
                 modules=("uvicorn", "h11"),
-                na={"max-requests": _NO_LIMIT + " (limit_max_requests stops the whole server)", "http10": _H11,
+                na={**_LLAMA, "max-requests": _NO_LIMIT + " (limit_max_requests stops the whole server)", "http10": _H11,
                     "gzip": _NO_GZIP}),
     PythonStack("uvicorn-httptools", "pip install uvicorn httptools", file="asgi_server.py",
                 args=("--server", "uvicorn-httptools"), modules=("uvicorn", "httptools"),
-                na={"max-requests": _NO_LIMIT + " (limit_max_requests stops the whole server)",
+                na={**_LLAMA, "max-requests": _NO_LIMIT + " (limit_max_requests stops the whole server)",
                     "http10": "uvicorn's httptools protocol writes HTTP/1.1 on every status line", "gzip": _NO_GZIP}),
     PythonStack("hypercorn", "pip install hypercorn", file="asgi_server.py", args=("--server", "hypercorn"),
                 modules=("hypercorn", "h11"),
-                na={"max-requests": _NO_LIMIT + " (max_requests restarts the worker)", "http10": _H11,
+                na={**_LLAMA, "max-requests": _NO_LIMIT + " (max_requests restarts the worker)", "http10": _H11,
                     "gzip": _NO_GZIP}),
     PythonStack("granian", "pip install granian", file="asgi_server.py", args=("--server", "granian"),
                 modules=("granian",),
-                na={"max-requests": _NO_LIMIT, "http10": "hyper " + _ASKED_VERSION, "gzip": _NO_GZIP}),
+                na={**_LLAMA, "max-requests": _NO_LIMIT, "http10": "hyper " + _ASKED_VERSION, "gzip": _NO_GZIP}),
     PythonStack("aiohttp", "pip install aiohttp", file="aiohttp_server.py", modules=("aiohttp",),
-                na={"max-requests": _NO_LIMIT, "http10": _ASKED_VERSION}),
+                na={**_LLAMA, "max-requests": _NO_LIMIT, "http10": _ASKED_VERSION}),
     PythonStack("tornado", "pip install tornado", file="tornado_server.py", modules=("tornado",),
-                na={"max-requests": _NO_LIMIT, "http10": "tornado writes HTTP/1.1 on every status line"}),
+                na={**_LLAMA, "max-requests": _NO_LIMIT, "http10": "tornado writes HTTP/1.1 on every status line"}),
     NginxStack("nginx", "apt-get install nginx", tool="nginx",
-               na={"http10": "nginx writes HTTP/1.1 on every status line"}),
+               na={**_LLAMA, "http10": "nginx writes HTTP/1.1 on every status line"}),
     GoStack("go", "apt-get install golang-go", tool="go", source="server.go",
-            na={"max-requests": _NO_LIMIT, "http10": "net/http " + _ASKED_VERSION, "gzip": _NO_GZIP}),
+            na={**_LLAMA, "max-requests": _NO_LIMIT, "http10": "net/http " + _ASKED_VERSION, "gzip": _NO_GZIP}),
     NodeStack("node", "apt-get install nodejs", tool="node", source="server.js",
-              na={"http10": "the http module writes HTTP/1.1 on every status line", "gzip": _NO_GZIP}),
+              na={**_LLAMA, "http10": "the http module writes HTTP/1.1 on every status line", "gzip": _NO_GZIP}),
     CppStack("cpp-httplib", "apt-get install g++ pkg-config libcpp-httplib-dev", tool="g++", source="server.cpp",
              na={"http10": "cpp-httplib writes HTTP/1.1 on every status line"},
              idle_s=1.0),  # set_keep_alive_timeout takes whole seconds
     PythonStack("http.server", "Python's standard library", file="stdlib_server.py",
                 na={b: "answers HTTP/1.0 only: one request per connection, no chunked encoding (see http10)"
-                    for b in ("stream", "stream-close", "length", "length-close", "idle-close", "max-requests", "gzip")}),
+                    for b in ("stream", "stream-close", "length", "length-close", "idle-close", "max-requests", "gzip",
+                              "llama-close")}),
 ]  # fmt: skip

@@ -64,6 +64,12 @@ BEHAVIOURS = [
     Behaviour(
         "max-requests", f"keep-alive, the server ends a connection after {MAX_REQUESTS} requests", server="limit"
     ),
+    Behaviour(
+        "llama-close",
+        "keep-alive announced, yet the server closes the connection after every streamed answer (llama.cpp's "
+        "llama-server), racing the next request",
+        server="llama",
+    ),
 ]
 
 
@@ -79,7 +85,7 @@ def _cells() -> list:
 def _settings(stack: Stack, behaviour: Behaviour) -> Settings:
     idle = stack.idle_s if behaviour.server == "idle" else 0.0
     limit = MAX_REQUESTS if behaviour.server == "limit" else 0
-    return Settings(TTFT_S, ITL_S, TOKENS, idle, limit)
+    return Settings(TTFT_S, ITL_S, TOKENS, idle, limit, close_after_stream=behaviour.server == "llama")
 
 
 @pytest.mark.parametrize(("stack", "behaviour"), _cells())
@@ -105,7 +111,8 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
     ok = [r for r in rows if r["state"] == "ok"]
     timing = _medians(ok, behaviour) if ok else {}
     observed[request.node.callspec.id] = (
-        f"{len(ok)}/{len(rows)} ok, server: {requests} requests over {connections} connections (most {after['most']}); "
+        f"{len(ok)}/{len(rows)} ok ({sum(r['resends'] or 0 for r in rows)} sent again on a new connection), "
+        f"server: {requests} requests over {connections} connections (most {after['most']}); "
         + ", ".join(f"{k} {v:.2f} ms" for k, v in timing.items())
     )
 
@@ -162,7 +169,7 @@ def _check_connections(behaviour: Behaviour, requests: int, connections: int, mo
     if behaviour.server == "limit":
         assert most == MAX_REQUESTS, f"busiest connection carried {most} requests, the limit is {MAX_REQUESTS}"
         assert connections >= math.ceil(requests / MAX_REQUESTS)
-    elif behaviour.connection == "close" or behaviour.name == "http10" or behaviour.server == "idle":
+    elif behaviour.connection == "close" or behaviour.name == "http10" or behaviour.server in ("idle", "llama"):
         # a new connection per request: the client closed it, HTTP/1.0 ended it, or the server's idle timer did
         assert connections == requests, f"{requests} requests over {connections} connections, expected one each"
     else:

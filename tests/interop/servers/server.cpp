@@ -9,7 +9,12 @@
 // line says "HTTP/1.1".
 //
 //   g++ -std=c++17 server.cpp $(pkg-config --cflags --libs cpp-httplib) -pthread -o interop-cpp
-//   ./interop-cpp --port 8000 [--idle-timeout 1] [--max-requests 3]
+//   ./interop-cpp --port 8000 [--idle-timeout 1] [--max-requests 3] [--close-after-stream 1]
+//
+// --close-after-stream: the stream's provider returns false after sink.done(), as llama.cpp's
+// llama-server does (tools/server/server-http.cpp: `return has_next;`). cpp-httplib reads that as
+// a cancelled write and closes the connection after a complete, terminated answer that announced
+// keep-alive: the next request on that connection races the close.
 #include <httplib.h>
 
 #include <chrono>
@@ -81,6 +86,7 @@ static bool flag(const std::string &body, const char *name) {
 int main(int argc, char **argv) {
   Script script;
   int port = 0, max_requests = 0;
+  bool close_after_stream = false;
   double idle = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string name = argv[i];
@@ -91,6 +97,7 @@ int main(int argc, char **argv) {
     else if (name == "--tokens") script.tokens = int(value);
     else if (name == "--idle-timeout") idle = value;
     else if (name == "--max-requests") max_requests = int(value);
+    else if (name == "--close-after-stream") close_after_stream = value != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", name.c_str());
       return 2;
@@ -121,7 +128,8 @@ int main(int argc, char **argv) {
     bool usage = flag(req.body, "include_usage");
     res.set_header("Cache-Control", "no-cache");
     auto next = std::make_shared<int>(0);  // the provider is called again after every write
-    res.set_chunked_content_provider("text/event-stream", [&script, arrived, usage, next](size_t, httplib::DataSink &sink) {
+    res.set_chunked_content_provider("text/event-stream", [&script, arrived, usage, next, close_after_stream](
+                                                             size_t, httplib::DataSink &sink) {
       if (*next < script.tokens) {
         std::this_thread::sleep_until(script.due(arrived, *next));
         auto data = script.chunk((*next)++);
@@ -130,7 +138,7 @@ int main(int argc, char **argv) {
       std::string tail = (usage ? Script::event("\"choices\":[],\"usage\":" + script.usage()) : "") + "data: [DONE]\n\n";
       sink.write(tail.data(), tail.size());
       sink.done();
-      return true;
+      return !close_after_stream;
     });
   });
   std::printf("cpp-httplib %s listening on http://127.0.0.1:%d\n", CPPHTTPLIB_VERSION, port);
