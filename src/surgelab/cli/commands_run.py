@@ -227,7 +227,8 @@ def execute(
     from surgelab.aio import run_async
     from surgelab.metrics.rundir import RunDirError
     from surgelab.report.terminal import LiveView, print_summary
-    from surgelab.runner import run_scenario
+    from surgelab.runner.backends import backend_for
+    from surgelab.runner.compare import CompareRun
 
     api_key = None
     if scenario.target.api_key_env:
@@ -238,34 +239,20 @@ def execute(
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")
     view = LiveView(console) if not quiet else None
-    if scenario.targets and scenario.routing.mode == "compare":
-        return _execute_compare(scenario, console, run_dir, view)
-
-    def start(on_tick: Any) -> Any:
-        if ray is not None:
-            from surgelab.runner.ray_backend import run_on_ray
-
-            return run_on_ray(scenario, run_dir, workers, ray, api_key=api_key, on_tick=on_tick)
-        if workers > 1:
-            from surgelab.runner.workers import run_with_workers
-
-            return run_with_workers(
-                scenario, run_dir, workers, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers
-            )
-        return run_scenario(
-            scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=True, observers=observers
-        )
-
+    backend = backend_for(scenario, workers=workers, ray=ray, observers=observers, handle_signals=True)
+    on_tick = view.update if view is not None else None
     try:
         if view is not None:
             with view:
-                result = run_async(start(view.update))
+                result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick))
         else:
-            result = run_async(start(None))
+            result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick))
     except RunDirError as exc:
         raise fail(str(exc)) from None
     except RuntimeError as exc:  # a worker layout that cannot start (Ray missing, a worker that died at start)
         raise fail(str(exc)) from None
+    if isinstance(result, CompareRun):
+        return _compared(result, console, run_dir)
     from surgelab.report.outputs import finalize_run
 
     finalize_run(result.run_dir, console)
@@ -281,22 +268,11 @@ def execute(
     return EXIT_OK
 
 
-def _execute_compare(scenario: Scenario, console: Console, run_dir: Path, view: Any) -> int:
-    """Compare mode: one run per target, then the side-by-side comparison."""
-    from surgelab.aio import run_async
+def _compared(done: Any, console: Console, run_dir: Path) -> int:
+    """Compare mode, after one run per target: the side-by-side comparison."""
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, JsonOutput, TerminalOutput
-    from surgelab.runner.compare import run_compare
 
-    coroutine = run_compare(
-        scenario, run_dir, record_responses=scenario.routing.record_responses, handle_signals=True,
-        on_tick=view.update if view is not None else None,
-    )  # fmt: skip
-    if view is not None:
-        with view:
-            done = run_async(coroutine)
-    else:
-        done = run_async(coroutine)
     dirs = [run_dir / name for name in done.results]
     if len(dirs) > 1:
         data = compare_runs(dirs)

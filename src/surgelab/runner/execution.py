@@ -13,33 +13,26 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from surgelab.client.openai import OpenAIClient
+from surgelab.client.routing import Router
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.collector import collector_paused, collector_resumed
 from surgelab.runner.guards import AbortGuard
-from surgelab.runner.routing import Router
+from surgelab.runner.protocols import Client, ClientFactory, Observer
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizers import load_tokenizer
 
-__all__ = ["Execution", "Observer", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
+__all__ = ["Execution", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
 
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
 LEAD_NS = 3_000_000  # a request is prepared this long before it is due, then sent on time
 GRAIN_NS = 1_000_000  # the event loop timer's grain
-
-
-class Observer(Protocol):
-    """Sees every recorded request and every live snapshot (exporters, dashboards)."""
-
-    def observe(self, meta: RecordMeta, out: Outcome) -> None: ...
-
-    def update(self, snapshot: LiveSnapshot) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -78,6 +71,7 @@ class Execution:
         t0: int | None = None,
         on_stop: Callable[[str], None] | None = None,
         keep_text: bool = False,
+        connect: ClientFactory = OpenAIClient,
     ) -> None:
         self.scenario = scenario
         self.tokenizer = load_tokenizer(scenario.tokenizer, scenario.tokenizer_calibration)
@@ -95,17 +89,13 @@ class Execution:
         self.observers = (*observers, self.guard)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
-        self.client = OpenAIClient(
-            scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size)
-        )
-        self.clients: dict[str, OpenAIClient] = {}  # route mode: one per named target
+        self.client: Client = connect(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
+        self.clients: dict[str, Client] = {}  # route mode: one per named target
         self.router: Router | None = None
         if scenario.targets and scenario.routing.mode == "route":
             for target in scenario.targets:
                 key = os.environ.get(target.api_key_env) if target.api_key_env else None
-                self.clients[target.name] = OpenAIClient(
-                    target, self.clock, self.tokenizer, key, shard.share(pool_size)
-                )
+                self.clients[target.name] = connect(target, self.clock, self.tokenizer, key, shard.share(pool_size))
             routing = scenario.routing
             self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
         collector_paused()

@@ -23,11 +23,12 @@ from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, 
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import cpu_counters, cpu_usage
-from surgelab.runner.execution import Execution, Observer, Shard
+from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
+from surgelab.runner.protocols import Observer
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.telemetry.derive import summarize_telemetry

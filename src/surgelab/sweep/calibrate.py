@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from surgelab.aio import run_async
-from surgelab.runner import run_scenario
-from surgelab.runner.workers import run_with_workers
+from surgelab.runner.backends import backend_for
 from surgelab.scenario import load_scenario
 
 __all__ = ["Level", "measure", "find_ceiling"]
@@ -50,8 +49,7 @@ def measure(url: str, rate: float, seconds: float, workers: int, work: Path) -> 
     }  # fmt: skip
     scenario = load_scenario(None, overrides)
     run_dir = work / f"rate-{rate:.0f}-w{workers}"
-    coroutine = run_with_workers(scenario, run_dir, workers) if workers > 1 else run_scenario(scenario, run_dir)
-    s = run_async(coroutine).summary
+    s = run_async(backend_for(scenario, workers=workers).run(scenario, run_dir)).summary
     lag = s["schedule_lag_ms"]
     return Level(rate, s["throughput"]["requests_per_s"], lag["p50"] or 0.0, lag["p99"] or 0.0,
                  s["requests"]["failed"] + s["requests"]["dropped"])  # fmt: skip
