@@ -13,18 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from surgelab.providers.history import History
+from surgelab.providers.measured import Measured
+from surgelab.providers.trends import history_metrics
+
 __all__ = ["Measured", "TargetEvidence", "collect", "EvidenceError"]
 
 
 class EvidenceError(ValueError):
     """An input that is neither a run dir, a compare dir, a probe file nor a history database."""
-
-
-@dataclass(frozen=True)
-class Measured:
-    value: float | None
-    source: str
-    how: str = ""
 
 
 @dataclass
@@ -124,10 +121,8 @@ def collect(
         else:
             raise EvidenceError(f"{spec}: not a run directory, compare directory, probe .json or history .sqlite")
     if history is not None:
-        from surgelab.providers.history import History
-
         with History(history, create=False) as db:
-            for target, metrics in db.metrics(**(history_options or {})).items():
+            for target, metrics in history_metrics(db, **(history_options or {})).items():
                 for metric, measured in metrics.items():
                     _get(found, target).add(metric, measured)
     return found

@@ -110,9 +110,3 @@ class History:
     def latest_ts(self) -> float | None:
         row = self.db.execute("SELECT MAX(ts) FROM samples").fetchone()
         return row[0] if row else None
-
-    def metrics(self, **options: Any) -> dict[str, dict[str, Any]]:
-        """Per target, the history metrics that requirements read (see ``trends.history_metrics``)."""
-        from surgelab.providers.trends import history_metrics
-
-        return history_metrics(self, **options)

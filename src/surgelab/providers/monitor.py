@@ -22,6 +22,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from surgelab.providers.history import History, Sample, sample_from_summary
+from surgelab.runner.run import run_scenario
 from surgelab.scenario.model import Scenario, Target
 
 __all__ = ["MonitorSettings", "Gauges", "run_round", "monitor", "single_targets"]
@@ -86,8 +87,6 @@ class Gauges:
 async def run_round(scenario: Scenario, db: History, *, keep_runs: Path | None = None, gauges: Gauges | None = None,
                     clock: Callable[[], float] = time.time, stop: asyncio.Event | None = None) -> list[Sample]:  # fmt: skip
     """Run the scenario once against each target and append the samples."""
-    from surgelab.runner.run import run_scenario
-
     keys = {t.name: t.api_key_env for t in scenario.targets or []}
     samples = []
     with tempfile.TemporaryDirectory(prefix="surgelab-monitor-") as scratch:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from surgelab.providers.probe_http import ProbeClient, Reply
-from surgelab.providers.probes import ProbeResult, ProbeSettings
+from surgelab.providers.probe_result import ProbeResult, ProbeSettings
 from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["probe_context", "probe_retention", "recalled"]

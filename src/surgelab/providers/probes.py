@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
 from surgelab import __version__
 from surgelab.providers.probe_http import Endpoint, ProbeClient, Reply
+from surgelab.providers.probe_memory import probe_context, probe_retention
+from surgelab.providers.probe_result import ProbeResult, ProbeSettings
 from surgelab.tokenizer import BuiltinTokenizer
 
 __all__ = ["ProbeResult", "ProbeSettings", "Unreachable", "run_probes", "PROBES"]
@@ -29,31 +31,6 @@ class Unreachable(ConnectionError):
 
 
 _HELLO = [{"role": "user", "content": "Say hello in five words."}]
-
-
-@dataclass
-class ProbeResult:
-    name: str
-    metric: str  # the requirement metric it measures
-    value: float | None  # None: could not be measured
-    found: str  # one line: what was found
-    how: str  # one line: how it was found
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """Bounds of the probes; every loop stops at a step count and a time budget."""
-
-    idle: float = 0.0  # cold start: wait this long before the first request
-    warm_requests: int = 3
-    context_limit: int = 262_144  # max context: never try a longer prompt
-    context_steps: int = 32
-    context_budget: float = 180.0  # seconds for the whole context search
-    context_precision: float = 0.001  # stop when the bracket is within 0.1 % (0: to the token)
-    turns: int = 24  # multi-turn: the longest conversation tried
-    checkpoints: tuple[int, ...] = (2, 5, 10, 15, 20, 24)
-    only: tuple[str, ...] = ()  # run only these probes (names of PROBES)
 
 
 def _check(checks: list[dict[str, Any]], name: str, passed: bool, detail: str) -> None:
@@ -182,8 +159,6 @@ Probe = Callable[[ProbeClient, ProbeSettings], Awaitable[ProbeResult]]
 
 
 def _registry() -> dict[str, Probe]:
-    from surgelab.providers.probe_memory import probe_context, probe_retention
-
     return {"cold_start": probe_cold_start, "conformance": probe_conformance, "models": probe_models,
             "output_control": probe_output_control, "context": probe_context, "retention": probe_retention}  # fmt: skip
 

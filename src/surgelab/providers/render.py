@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from surgelab.providers.cost import BreakEven, TokenCost
-from surgelab.providers.probes import ProbeResult
+from surgelab.providers.probe_result import ProbeResult
 from surgelab.providers.score import Scorecard, format_value
 from surgelab.providers.trends import HistoryReport
 

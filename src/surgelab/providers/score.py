@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surgelab.providers.cost import cost_per_mtok
-from surgelab.providers.evidence import Measured, TargetEvidence
+from surgelab.providers.evidence import TargetEvidence
+from surgelab.providers.measured import Measured
 from surgelab.providers.requirements import Requirement, RequirementProfile
 from surgelab.scenario.model import Price
 

@@ -25,8 +25,8 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from surgelab.providers.evidence import Measured
 from surgelab.providers.history import History, HistoryError, Sample
+from surgelab.providers.measured import Measured
 
 __all__ = ["HourStat", "Change", "TargetTrend", "HistoryReport", "analyse", "history_metrics", "zone"]
 

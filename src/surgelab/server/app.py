@@ -129,15 +129,15 @@ class InferenceServer:
         return _json(parse_tokenize(body, self.config.profile.max_model_len))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._inference(request, parse_chat, self._generate)
+        return await self.inference(request, parse_chat, self._generate)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._inference(request, parse_completion, self._generate)
+        return await self.inference(request, parse_completion, self._generate)
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
-        return await self._inference(request, parse_embeddings, self._embed)
+        return await self.inference(request, parse_embeddings, self._embed)
 
-    async def _inference(
+    async def inference(
         self,
         request: web.Request,
         parse: Callable[[Any], T],
@@ -167,7 +167,7 @@ class InferenceServer:
         n, finish = plan_output(gen, context_left, self.config.typical_output_tokens, rng)
         words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), size=n)]
         rid = f"{number:x}"
-        stream = self._submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
+        stream = self.submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
         completion = Completion(self._id_prefix + rid, self.model, gen.chat)
         response: web.StreamResponse | None = None
         sent, first_at = 0, arrival
@@ -205,7 +205,7 @@ class InferenceServer:
         return response
 
     async def _embed(self, _request: web.Request, inputs: EmbeddingInput) -> web.StreamResponse:
-        stream = self._submit(EngineRequest(f"e{next(self._ids):x}", sum(inputs.token_counts), 1))
+        stream = self.submit(EngineRequest(f"e{next(self._ids):x}", sum(inputs.token_counts), 1))
         while not (await stream.receive())[1]:
             pass
         data = []
@@ -223,7 +223,12 @@ class InferenceServer:
             }
         )
 
-    def _submit(self, engine_request: EngineRequest) -> TokenStream:
+    def next_id(self) -> int:
+        """A fresh request number (response and engine ids are made from it)."""
+        return next(self._ids)
+
+    def submit(self, engine_request: EngineRequest) -> TokenStream:
+        """Hand a request to the engine; a prompt beyond the context is a 400 for the client."""
         try:
             stream = self.driver.submit(engine_request)
         except RequestRejected as exc:

@@ -15,9 +15,10 @@ import math
 import re
 import time
 import wave
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import orjson
@@ -25,13 +26,11 @@ from aiohttp import web
 
 from surgelab.engine import EngineRequest
 from surgelab.engine.media import DEFAULT_DIFFUSION_STEPS, diffusion_tokens, speech_tokens, transcription_tokens
+from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.protocol import ApiError
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
-if TYPE_CHECKING:
-    from surgelab.server.app import InferenceServer
-
-__all__ = ["MediaRoutes", "SPEECH_SAMPLE_RATE"]
+__all__ = ["MediaRoutes", "Front", "SPEECH_SAMPLE_RATE"]
 
 _TOKENIZER = BuiltinTokenizer()
 SPEECH_SAMPLE_RATE = 24000
@@ -70,10 +69,33 @@ class _SpeechAsk:
     speed: float
 
 
+T = TypeVar("T")
+
+
+class Front(Protocol):
+    """What the media routes need from the server (``InferenceServer``): its front door, its
+    engine and fresh request numbers."""
+
+    model: str
+    driver: EngineDriver
+
+    async def inference(
+        self,
+        request: web.Request,
+        parse: Callable[[Any], T],
+        serve: Callable[[web.Request, T], Awaitable[web.StreamResponse]],
+        read: Callable[[web.Request], Awaitable[Any]] | None = None,
+    ) -> web.StreamResponse: ...
+
+    def submit(self, engine_request: EngineRequest) -> TokenStream: ...
+
+    def next_id(self) -> int: ...
+
+
 class MediaRoutes:
     """Registers the routes on the server's app and serves them through its front door."""
 
-    def __init__(self, server: InferenceServer) -> None:
+    def __init__(self, server: Front) -> None:
         self.server = server
 
     def register(self, app: web.Application) -> None:
@@ -84,19 +106,19 @@ class MediaRoutes:
             app.router.add_post(path, self.rerank)
 
     async def transcriptions(self, request: web.Request) -> web.StreamResponse:
-        return await self.server._inference(request, lambda clip: clip, self._transcribe, read=_read_clip)
+        return await self.server.inference(request, lambda clip: clip, self._transcribe, read=_read_clip)
 
     async def speech(self, request: web.Request) -> web.StreamResponse:
-        return await self.server._inference(request, _parse_speech, self._speak)
+        return await self.server.inference(request, _parse_speech, self._speak)
 
     async def images(self, request: web.Request) -> web.StreamResponse:
-        return await self.server._inference(request, _parse_images, self._generate_images)
+        return await self.server.inference(request, _parse_images, self._generate_images)
 
     async def rerank(self, request: web.Request) -> web.StreamResponse:
-        return await self.server._inference(request, _parse_rerank, self._rerank)
+        return await self.server.inference(request, _parse_rerank, self._rerank)
 
     async def _finish(self, prefix: str, prompt_tokens: int, output_tokens: int) -> None:
-        stream = self.server._submit(EngineRequest(f"{prefix}{next(self.server._ids):x}", prompt_tokens, output_tokens))
+        stream = self.server.submit(EngineRequest(f"{prefix}{self.server.next_id():x}", prompt_tokens, output_tokens))
         while not (await stream.receive())[1]:
             pass
 
@@ -114,8 +136,8 @@ class MediaRoutes:
 
     async def _speak(self, request: web.Request, ask: _SpeechAsk) -> web.StreamResponse:
         seconds, n = speech_tokens(ask.words, ask.speed)
-        rid = f"s{next(self.server._ids):x}"
-        stream = self.server._submit(EngineRequest(rid, ask.words, n))
+        rid = f"s{self.server.next_id():x}"
+        stream = self.server.submit(EngineRequest(rid, ask.words, n))
         samples = round(seconds * SPEECH_SAMPLE_RATE)
         per_token = samples / n
         response = web.StreamResponse(headers={"Content-Type": "audio/wav"})
@@ -153,7 +175,7 @@ class MediaRoutes:
         scores = [_score(ask.query, d) for d in ask.documents]
         order = sorted(range(len(scores)), key=lambda i: -scores[i])[: ask.top_n or len(scores)]
         results = [{"index": i, "document": {"text": ask.documents[i]}, "relevance_score": scores[i]} for i in order]
-        return _json({"id": f"rerank-{next(self.server._ids):x}", "model": self.server.model,
+        return _json({"id": f"rerank-{self.server.next_id():x}", "model": self.server.model,
                       "usage": {"total_tokens": total}, "results": results})  # fmt: skip
 
 
@@ -261,7 +283,7 @@ def _tone(samples: int) -> bytes:
 
 @lru_cache(maxsize=16)
 def _png(width: int, height: int) -> str:
-    from PIL import Image
+    from PIL import Image  # heavy: Pillow only when an image is generated
 
     buffer = io.BytesIO()
     Image.new("RGB", (width, height), (90, 140, 200)).save(buffer, format="PNG", compress_level=1)

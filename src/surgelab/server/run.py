@@ -25,7 +25,7 @@ def serve(config: ServerConfig) -> None:
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
     try:
-        import uvloop
+        import uvloop  # optional: faster sockets where installed (not on Windows)
     except ImportError:  # pragma: no cover - Windows
         asyncio.run(main)
     else:
