@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from surgelab.load.arrivals import Arrival, arrival_offsets
+from surgelab.load.arrivals import arrival_offsets
 from surgelab.runner.run import open_loop_offsets
+from surgelab.scenario.load import Arrival
 from surgelab.scenario.loader import build_scenario
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from surgelab.workload.distributions import Distribution, Exponential, Fixed, LogNormal, Normal, Uniform
+from surgelab.scenario.distributions import Distribution, Exponential, Fixed, LogNormal, Normal, Uniform
 
 PARSE = TypeAdapter(Distribution).validate_python
 N = 200_000

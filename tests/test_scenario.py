@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from surgelab.cli import app
-from surgelab.load.arrivals import Arrival
 from surgelab.scenario import ScenarioError, load_scenario
+from surgelab.scenario.load import Arrival
 
 HEAD = """\
 name: x

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surgelab.load.shapes import Breakpoint, Ramp, Replay, Spike, Stages, Steady, Step, Wave
 from surgelab.scenario.loader import ScenarioError, build_scenario
+from surgelab.scenario.shapes import Breakpoint, Ramp, Replay, Spike, Stages, Steady, Step, Wave
 
 
 def levels(shape, *t: float) -> list[float]:

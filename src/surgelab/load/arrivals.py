@@ -6,18 +6,13 @@ is reproducible, can be previewed, and can be split between workers by index.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["Arrival", "arrival_offsets", "shaped_offsets"]
+from surgelab.scenario.load import Arrival
 
-
-class Arrival(str, enum.Enum):
-    CONSTANT = "constant"  # evenly spaced, 1/rate apart
-    POISSON = "poisson"  # exponential gaps: independent users
-    GAMMA = "gamma"  # gamma gaps with a chosen coefficient of variation: burstier or smoother
+__all__ = ["arrival_offsets", "shaped_offsets"]
 
 
 def arrival_offsets(

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from surgelab.scenario import ScenarioError, load_scenario
+from surgelab.scenario.shapes import Replay
+
 __all__ = ["Peak", "PeakError", "peak_from"]
 
 _SCENARIO_SUFFIXES = (".yaml", ".yml")
@@ -40,8 +43,6 @@ def _windowed_max(rate: np.ndarray, step: float, window: float) -> float:
 
 
 def _scenario_peak(path: Path, window: float) -> Peak:
-    from surgelab.scenario import ScenarioError, load_scenario
-
     try:
         scenario = load_scenario(path, {})
     except ScenarioError as exc:
@@ -61,8 +62,6 @@ def _scenario_peak(path: Path, window: float) -> Peak:
 
 
 def _trace_peak(path: Path, window: float) -> Peak:
-    from surgelab.load.shapes import Replay
-
     try:
         offsets = Replay(type="replay", trace=str(path)).load().offsets_ns / 1e9
     except (ValueError, OSError) as exc:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from surgelab.load.shapes import Breakpoint
 from surgelab.runner.execution import Execution
 from surgelab.runner.phases import PhasePlan
+from surgelab.scenario.shapes import Breakpoint
 from surgelab.units import SECOND
 
 __all__ = ["watch_thresholds", "watch_breakpoint"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from surgelab.load.arrivals import arrival_offsets, shaped_offsets
-from surgelab.load.shapes import Replay, Steady
 from surgelab.runner.execution import SECOND
 from surgelab.scenario.model import Phase, Scenario
+from surgelab.scenario.shapes import Replay, Steady
 from surgelab.workload.prompts import WorkloadSampler
 from surgelab.workload.tokenizers import load_tokenizer
 from surgelab.workload.trace_workload import TraceSampler

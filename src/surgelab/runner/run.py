@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.analysis.summary import RunInfo, summarize
-from surgelab.load.shapes import Breakpoint
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
@@ -31,6 +30,7 @@ from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.runner.protocols import Observer
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
+from surgelab.scenario.shapes import Breakpoint
 from surgelab.telemetry.derive import summarize_telemetry
 from surgelab.telemetry.diagnose import attach_telemetry
 from surgelab.telemetry.nvml import open_nvml

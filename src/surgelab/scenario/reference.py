@@ -15,8 +15,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from surgelab.conditions import Threshold
-from surgelab.load.shapes import Shape
 from surgelab.scenario.model import Scenario
+from surgelab.scenario.shapes import Shape
 
 __all__ = ["markdown"]
 
@@ -30,7 +30,7 @@ seconds. A *distribution* is a bare number (fixed) or one of
 `{dist: exponential, mean}`. Every field can also be set on the command line of
 `surgelab run` (see `surgelab run --help`).
 
-This page is generated from the models in `src/surgelab/scenario/model.py`.
+This page is generated from the models in `src/surgelab/scenario/` (one module per section).
 """
 
 

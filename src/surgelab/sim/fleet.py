@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from surgelab.scenario.distributions import Distribution
 from surgelab.units import parse_duration
-from surgelab.workload.distributions import Distribution
 
 __all__ = [
     "Fleet", "Pool", "Router", "HealthCheck", "Autoscale", "ScalingRules", "ScalingPolicy", "ScaleToZero",

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from surgelab.load.shapes import Steady
 from surgelab.metrics.record import Outcome, State
 from surgelab.runner.conversation import meta_for
 from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.scenario.model import Scenario
+from surgelab.scenario.shapes import Steady
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimRequest
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from surgelab.scenario.workload import Audio, Documents, Images
 from surgelab.workload.media import (
     IMAGE_MIME,
     folder_files,
@@ -123,19 +124,13 @@ def fill(template: Any, values: dict[str, Any]) -> Any:
     return template
 
 
-def _default_images():
-    from surgelab.scenario.model import Images
-
+def _default_images() -> Images:
     return Images()
 
 
-def _default_audio():
-    from surgelab.scenario.model import Audio
-
+def _default_audio() -> Audio:
     return Audio()
 
 
-def _default_documents():
-    from surgelab.scenario.model import Documents
-
+def _default_documents() -> Documents:
     return Documents()

@@ -1,0 +1,42 @@
+"""What a run writes besides its requests: the run directory, and the server metrics scraped meanwhile."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AnyHttpUrl, Field
+
+from surgelab.scenario.base import PositiveSeconds, ScenarioModel
+
+__all__ = ["Output", "Telemetry", "TelemetrySource"]
+
+
+class Output(ScenarioModel):
+    """Where the run directory goes; records are flushed so a crash loses at most one interval."""
+
+    dir: str | None = Field(None, description="Run directory; default runs/<name>-<timestamp>.")
+    flush_interval: PositiveSeconds = Field(1.0, description="How often records are written to disk.")
+
+
+class TelemetrySource(ScenarioModel):
+    """A Prometheus endpoint to scrape during the run: the target's /metrics, a DCGM or node exporter."""
+
+    url: AnyHttpUrl = Field(description="e.g. http://127.0.0.1:8000/metrics")
+    name: str | None = Field(None, description="Label in telemetry.parquet and the summary (default: host:port).")
+    preset: Literal["auto", "all", "vllm", "sglang", "tgi", "triton", "llamacpp", "dcgm", "node"] = Field(
+        "auto", description="Which series to keep: a server's useful ones (auto detects), or all."
+    )
+    series: list[str] = Field(default_factory=list, description="More metric families to keep (* wildcards).")
+    timeout: PositiveSeconds = Field(2.0, description="A slower answer is a failed scrape, never a slower run.")
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.url.host}:{self.url.port}"
+
+
+class Telemetry(ScenarioModel):
+    """Server and GPU metrics scraped while the run goes on (docs/telemetry.md)."""
+
+    sources: list[TelemetrySource] = Field(default_factory=list)
+    interval: PositiveSeconds = Field(1.0, description="Time between scrapes.")
+    nvml: bool = Field(False, description="Also sample this machine's NVIDIA GPUs through NVML (extra surgelab[gpu]).")

@@ -1,0 +1,128 @@
+"""The scenario's targets: where requests go, their time-outs and retries, and how several share a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyHttpUrl, BeforeValidator, Field, model_validator
+
+from surgelab.scenario.base import PositiveSeconds, ScenarioModel, Seconds
+from surgelab.units import parse_ratio
+
+__all__ = ["Timeouts", "Backoff", "Retry", "RetryOn", "Target", "Price", "NamedTarget", "Health", "Routing"]
+
+
+class Timeouts(ScenarioModel):
+    """Each expiry ends the request in state ``timeout`` with the stage named in its error."""
+
+    connect: PositiveSeconds = Field(10.0, description="TCP (and TLS) connection set-up.")
+    first_token: PositiveSeconds = Field(60.0, description="From send to the first content token.")
+    total: PositiveSeconds = Field(300.0, description="From send to the end of the response.")
+
+
+class Backoff(ScenarioModel):
+    """Wait before a retry: ``base × 2^(attempt−1)``, at most ``max``, and never less than a Retry-After."""
+
+    base: Seconds = Field(0.1, description="Wait before the first retry.")
+    max: Seconds = Field(5.0, description="Longest wait between attempts.")
+    honour_retry_after: bool = Field(True, description="Wait at least the server's Retry-After (seconds or an HTTP date).")
+
+
+RetryOn = Annotated[int, Field(ge=400, le=599)] | Literal["connection_error", "timeout"]
+
+
+class Retry(ScenarioModel):
+    """An optional retry policy, off unless given. Every request still ends in one state (its last
+    attempt's); the records count its attempts. Bodies sent as multipart (transcription) are not retried."""
+
+    on: list[RetryOn] = Field(
+        default_factory=lambda: [429, 503, "connection_error"],
+        description="What is retried: HTTP statuses, connection_error, timeout.",
+    )
+    max_attempts: int = Field(3, ge=1, le=10, description="Sends per request, the first one included.")
+    budget: Annotated[float, BeforeValidator(lambda v: parse_ratio(v) if isinstance(v, str) else v), Field(ge=0, le=1)] = Field(
+        0.1, description="Retries may add at most this share of the requests sent so far (at least one retry is always allowed), so retries cannot multiply an overload."
+    )
+    backoff: Backoff = Backoff()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        """YAML 1.1 reads an unquoted ``on:`` key as the boolean true."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+
+class Target(ScenarioModel):
+    """The endpoint under test. The API key is read from the environment, never stored."""
+
+    url: AnyHttpUrl = Field(description="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(description="Model name sent in every request.")
+    endpoint: Literal["chat", "completions", "embeddings"] = Field(
+        "chat", description="/chat/completions, /completions or /embeddings."
+    )
+    stream: bool = Field(True, description="Stream with SSE (needed for TTFT and ITL).")
+    api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    force_output_tokens: bool = Field(
+        True,
+        description="Send ignore_eos and min_tokens so outputs have exactly the requested length (vLLM, SGLang, llama.cpp, surgelab serve). Turn off for APIs that reject unknown fields.",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra JSON fields merged into every request body."
+    )
+    connection: Literal["keepalive", "close"] = Field(
+        "keepalive", description="keepalive reuses pooled connections; close opens a new connection per request."
+    )
+    timeouts: Timeouts = Timeouts()
+    retry: Retry | None = Field(None, description="Retry failed requests (off by default): on, max_attempts, budget, backoff.")
+    max_response_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded."
+    )
+
+    @property
+    def base_url(self) -> str:
+        return str(self.url).rstrip("/")
+
+
+class Price(ScenarioModel):
+    """What a target costs: per token for an API, per hour for instances you run."""
+
+    input_per_mtok: float | None = Field(None, ge=0, description="Currency per million prompt tokens.")
+    output_per_mtok: float | None = Field(None, ge=0, description="Currency per million output tokens.")
+    per_hour: float | None = Field(None, ge=0, description="Currency per hour of the deployment (self-hosted).")
+
+
+class NamedTarget(Target):
+    """One of several targets: compared side by side, or sharing live traffic by weight."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, used in records and reports.")
+    weight: float = Field(1.0, ge=0, description="Route mode: share of the traffic (e.g. 80 and 20).")
+    price: Price | None = None
+
+
+class Health(ScenarioModel):
+    """Health checks that drive failover, as a client-side router or a load balancer would."""
+
+    path: str = Field("/models", description="Checked with GET, relative to the target's base URL.")
+    interval: PositiveSeconds = Field(1.0, description="Time between checks.")
+    timeout: PositiveSeconds = Field(1.0, description="A slower answer is a failed check.")
+    failures: int = Field(3, ge=1, description="Consecutive failures (checks or requests) that take a target out.")
+    recovery: int = Field(2, ge=1, description="Consecutive passing checks that bring it back.")
+
+
+class Routing(ScenarioModel):
+    """How several ``targets`` share a scenario."""
+
+    mode: Literal["compare", "route"] = Field(
+        "compare", description="compare: the identical schedule to every target; route: live traffic split by weight."
+    )
+    order: Literal["concurrent", "sequential"] = Field(
+        "concurrent", description="compare: all targets at once (each its own client share) or one after another."
+    )
+    health: Health = Health()
+    failover: bool = Field(True, description="route: send a down target's share to the healthy ones.")
+    record_responses: bool = Field(
+        False, description="compare: keep every answer and report how often the targets agree (use deterministic sampling)."
+    )

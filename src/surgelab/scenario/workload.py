@@ -1,0 +1,244 @@
+"""The scenario's workload: what each request asks for, one class or a weighted mix, and each kind's inputs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from surgelab.files import scenario_path
+from surgelab.scenario.base import ScenarioModel
+from surgelab.scenario.distributions import Distribution
+from surgelab.scenario.slo import Slo
+
+__all__ = [
+    "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Kind", "KINDS", "Images", "Audio", "Documents",
+    "HttpTemplate", "KindSettings",
+]  # fmt: skip
+
+
+class SharedPrefix(ScenarioModel):
+    """A common prompt prefix on a fraction of requests, to exercise prefix caches on purpose."""
+
+    fraction: float = Field(1.0, ge=0, le=1, description="Share of requests that carry the prefix.")
+    tokens: int = Field(ge=1, description="Prefix length in tokens.")
+
+
+class Session(ScenarioModel):
+    """Multi-turn conversations: each turn resends the whole history, so the context grows."""
+
+    turns: Distribution = Field(description="Turns per conversation (rounded, 1 to 255).")
+    think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
+
+
+class Dataset(ScenarioModel):
+    """Prompts (and output lengths, where recorded) taken from a dataset or trace file."""
+
+    path: str = Field(description="JSONL of prompts, ShareGPT JSON, or any format of docs/traces.md; relative to the scenario file.")
+    format: Literal["auto", "azure", "burstgpt", "mooncake", "lengths", "jsonl", "sharegpt", "csv"] = "auto"
+    columns: dict[str, str] = Field(default_factory=dict, description="Column mapping for custom files.")
+    order: Literal["random", "sequential"] = Field("random", description="Draw rows at random (seeded) or in file order, cycling.")
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        return scenario_path(value, info, "dataset")
+
+
+Kind = Literal["chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http"]
+KINDS: tuple[str, ...] = get_args(Kind)
+_TEXT_KINDS = ("chat", "completions")
+
+
+class Images(ScenarioModel):
+    """Images per request (vision inputs, or what image_generation asks for); see docs/kinds.md."""
+
+    count: Distribution = Field(1, description="Images per request (rounded, at least 1).")
+    width: Distribution = Field(512, description="Width in pixels (rounded, at least 16).")
+    height: Distribution = Field(512, description="Height in pixels (rounded, at least 16).")
+    format: Literal["png", "jpeg"] = Field("jpeg", description="Vision: encoding of the synthesised images.")
+    quality: int = Field(85, ge=1, le=100, description="Vision: JPEG quality (Pillow's scale, 1-100).")
+    folder: str | None = Field(
+        None, description="Vision: send images from this folder (PNG/JPEG files, in name order, cycling) instead of synthesising them."
+    )
+    detail: Literal["auto", "low", "high"] = Field("auto", description="Vision: the image_url detail sent.")
+    tokens: Literal["openai", "qwen2vl", "patch14"] = Field(
+        "openai", description="Vision: the formula that estimates image tokens (docs/kinds.md)."
+    )
+
+    @field_validator("folder")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else scenario_path(value, info, "image folder")
+
+
+class Audio(ScenarioModel):
+    """Audio sent to a transcription endpoint: synthesised WAV of a sampled duration, or files."""
+
+    seconds: Distribution = Field(5.0, description="Duration of each clip in seconds.")
+    sample_rate: int = Field(16000, ge=8000, le=48000, description="Sample rate of the synthesised 16-bit mono WAV.")
+    folder: str | None = Field(None, description="Send .wav files from this folder (name order, cycling) instead.")
+    language: str | None = Field(None, description="The language field of the request, e.g. en.")
+
+    @field_validator("folder")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else scenario_path(value, info, "audio folder")
+
+
+class Documents(ScenarioModel):
+    """Candidates for a rerank request; the query is the prompt (prompt_tokens long)."""
+
+    count: Distribution = Field(16, description="Documents per request (rounded, at least 1).")
+    tokens: Distribution = Field(128, description="Length of each document in tokens.")
+    top_n: int | None = Field(None, ge=1, description="Ask for only the best n results.")
+
+
+class HttpTemplate(ScenarioModel):
+    """A templated request to any HTTP inference API; placeholders in {braces} are filled per request.
+
+    Placeholders: {prompt}, {prompt_tokens}, {max_tokens}, {index}, {model}, {request_class}. A
+    string that is exactly one placeholder takes the value's own type (a number stays a number).
+    """
+
+    preset: Literal["kserve_v2"] | None = Field(
+        None, description="kserve_v2: POST /v2/models/{model}/infer with the prompt as a BYTES tensor (KServe, Triton)."
+    )
+    method: Literal["GET", "POST", "PUT"] = Field("POST", description="HTTP method.")
+    path: str | None = Field(None, description="Path from the target URL's origin (starting with /), or a full URL.")
+    body: Any = Field(None, description="JSON body with placeholders; none for GET.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers for this request.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> HttpTemplate:
+        if self.preset is None and self.path is None:
+            raise ValueError("http needs a path (or preset: kserve_v2)")
+        return self
+
+    @property
+    def resolved(self) -> HttpTemplate:
+        """The template with the preset's path and body where none were given."""
+        if self.preset != "kserve_v2":
+            return self
+        body = self.body if self.body is not None else {
+            "inputs": [{"name": "text_input", "shape": [1], "datatype": "BYTES", "data": ["{prompt}"]},
+                       {"name": "max_tokens", "shape": [1], "datatype": "INT32", "data": ["{max_tokens}"]}],
+        }  # fmt: skip
+        return self.model_copy(update={"path": self.path or "/v2/models/{model}/infer", "body": body})
+
+
+class KindSettings(ScenarioModel):
+    """Settings that apply to every request of one kind."""
+
+    slo: Slo = Field(description="Objectives for this kind; unset ones fall back to the scenario's, and only those that fit the kind apply.")
+
+
+class RequestClass(ScenarioModel):
+    """One kind of request in the mix: its lengths, sampling and tier."""
+
+    name: str = Field("default", description="Reported per class in the summary.")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative share of requests (e.g. from production logs).")
+    endpoint: Literal["chat", "completions", "embeddings"] | None = Field(
+        None, description="Overrides target.endpoint for this class (embeddings: the prompt is the input)."
+    )
+    prompt_tokens: Distribution = Field(256, description="Prompt length in tokens (built-in tokenizer).")
+    output_tokens: Distribution = Field(128, description="max_tokens of each request.")
+    unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
+    system_prompt_tokens: int = Field(0, ge=0, description="A shared system prompt of this many tokens, identical in every request.")
+    shared_prefix: SharedPrefix | None = Field(None, description="A shared prefix on a fraction of requests.")
+    sampling: dict[str, Any] = Field(default_factory=dict, description="Extra body fields for this class, e.g. {temperature: 0.7}.")
+    tier: str = Field("default", description="Tier whose SLOs apply (see tiers).")
+    session: Session | None = Field(None, description="Make each request the first turn of a conversation.")
+    dataset: Dataset | None = Field(
+        None, description="Prompts from a dataset: its texts (or its lengths, synthesised); its output lengths where it has them."
+    )
+    think_time: Distribution | None = Field(
+        None, description="With workload.assign: user, this profile's think time (instead of load.think_time)."
+    )
+    kind: Kind | None = Field(
+        None,
+        description="What the request is (docs/kinds.md): chat, completions, embeddings, vision, transcription, "
+        "image_generation, rerank, speech, flow or http; default: endpoint, else target.endpoint.",
+    )
+    batch_size: Distribution = Field(1, description="Embeddings: inputs per request, each prompt_tokens long.")
+    images: Images | None = Field(None, description="Vision: the images sent; image_generation: count and size asked for.")
+    audio: Audio | None = Field(None, description="Transcription: the audio sent.")
+    documents: Documents | None = Field(None, description="Rerank: the candidate documents.")
+    http: HttpTemplate | None = Field(None, description="Http: the request template (or a preset).")
+    flow: list[RequestClass] | None = Field(
+        None, min_length=1, description="Flow: the steps of one user action, sent one after the other (each a class without weight)."
+    )
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> RequestClass:
+        errors = []
+        if self.kind is not None and self.endpoint is not None and self.kind != self.endpoint:
+            errors.append(f"kind {self.kind!r} and endpoint {self.endpoint!r} disagree: give one of them")
+        kind = self.kind or self.endpoint
+        owners = {"images": ("vision", "image_generation"), "audio": ("transcription",), "documents": ("rerank",),
+                  "http": ("http",), "flow": ("flow",)}  # fmt: skip
+        for name, kinds in owners.items():
+            if getattr(self, name) is not None and kind not in kinds:
+                errors.append(f"{name} applies to kind {' or '.join(kinds)}, not {kind or 'the target endpoint'}")
+        if not (getattr(self.batch_size, "dist", "") == "fixed" and self.batch_size.value == 1) and kind != "embeddings":
+            errors.append(f"batch_size applies to kind embeddings, not {kind or 'the target endpoint'}")
+        if kind == "http" and self.http is None:
+            errors.append("kind http needs an http template (method, path, body) or http: {preset: kserve_v2}")
+        if kind == "flow":
+            if not self.flow:
+                errors.append("kind flow needs flow: a list of steps")
+            else:
+                names = [step.name for step in self.flow]
+                if len(set(names)) != len(names):
+                    errors.append(f"flow step names must be unique, got {names}")
+                for step in self.flow:
+                    if (step.kind or step.endpoint) == "flow" or step.session is not None:
+                        errors.append(f"flow step {step.name!r} cannot be a flow or a session")
+        if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
+            errors.append(f"session applies to chat, completions and vision, not {kind}")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    @property
+    def request_kind(self) -> str | None:
+        """The kind this class sends; None: the target's endpoint."""
+        return self.kind or self.endpoint
+
+
+_CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
+
+
+class Workload(RequestClass):
+    """What each request asks for: one class, or a weighted ``mix`` of classes.
+
+    With a ``mix``, the fields given here are defaults that every class inherits unless it
+    sets its own.
+    """
+
+    mix: list[RequestClass] | None = Field(None, min_length=1, description="Weighted request classes.")
+    assign: Literal["request", "user"] = Field(
+        "request",
+        description="request: every request draws its class; user: every closed-loop user draws one class (its profile) and keeps it.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("mix"), list):
+            defaults = {k: v for k, v in data.items() if k in _CLASS_FIELDS}
+            data = {**data, "mix": [{**defaults, **c} if isinstance(c, dict) else c for c in data["mix"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Workload:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"request class names must be unique, got {names}")
+        return self
+
+    @property
+    def classes(self) -> list[RequestClass]:
+        if self.mix:
+            return list(self.mix)
+        return [RequestClass(**{k: getattr(self, k) for k in RequestClass.model_fields})]
