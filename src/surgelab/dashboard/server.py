@@ -25,9 +25,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from surgelab.dashboard.gauges import poll_gauges
+from surgelab.dashboard.page import render_page
+from surgelab.exposure import exposure_error
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome
 from surgelab.metrics.store import RecordMeta
+from surgelab.report.assets import plotly_js_path
 
 __all__ = ["DashboardSettings", "Dashboard"]
 RATE_WINDOW_S = 5.0
@@ -124,8 +128,6 @@ class Dashboard:
         return web.Response(body=self._page, content_type="text/html")
 
     async def _plotly(self, request: web.Request) -> web.StreamResponse:
-        from surgelab.report.assets import plotly_js_path
-
         # sendfile: the 4.8 MB library goes from disk to socket without holding the GIL
         return web.FileResponse(plotly_js_path(), headers={"Cache-Control": "max-age=3600",
                                                            "Content-Type": "application/javascript"})  # fmt: skip
@@ -154,8 +156,6 @@ class Dashboard:
             query = f"?token={self.settings.token}" if self.settings.token else ""
             self.url = f"http://{self.settings.host}:{port}/{query}"
             if self.settings.scrape:
-                from surgelab.dashboard.gauges import poll_gauges
-
                 self._poller = asyncio.ensure_future(poll_gauges(self.settings.scrape, self.set_gauges))
         except BaseException as exc:  # reported to the starting thread
             failure.append(exc)
@@ -164,9 +164,6 @@ class Dashboard:
 
     def start(self, timeout: float = 10.0) -> str:
         """Start the server thread; return the URL to open (OSError when it cannot listen)."""
-        from surgelab.dashboard.page import render_page
-        from surgelab.exposure import exposure_error
-
         refusal = exposure_error(self.settings.host, self.settings.token, "the dashboard", "a token")
         if refusal:
             raise PermissionError(refusal)

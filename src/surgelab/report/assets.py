@@ -14,7 +14,7 @@ __all__ = ["plotly_js", "plotly_js_path", "script_safe"]
 
 def plotly_js_path() -> Path:
     try:
-        import plotly
+        import plotly  # heavy: only its package path is needed, when a report or dashboard is written
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise RuntimeError("HTML reports need the 'plotly' package (pip install plotly)") from exc
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

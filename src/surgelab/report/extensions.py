@@ -19,6 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from surgelab.sweep.result import SweepFileError, read_sweep
+from surgelab.units import parse_duration
+
 __all__ = ["READERS", "extensions_for"]
 
 Reader = Callable[[Path], "dict[str, Any] | None"]
@@ -26,8 +31,6 @@ Reader = Callable[[Path], "dict[str, Any] | None"]
 
 def _slo_ms(expressions: list[str]) -> dict[str, float]:
     """``p99(ttft) <= 200ms`` → ``{"ttft": 200.0}`` (a bare number is seconds; ms on the chart)."""
-    from surgelab.units import parse_duration
-
     out = {}
     for expr in expressions:
         m = re.match(r"\s*p\d+\((\w+)\)\s*<=?\s*(\S+)\s*$", expr)
@@ -42,10 +45,6 @@ def _slo_ms(expressions: list[str]) -> dict[str, float]:
 def _sweep(run_dir: Path) -> dict[str, Any] | None:
     """``sweep.json`` (written by ``surgelab sweep``) as the curve, knee, SLO lines and capacity."""
     if not (run_dir / "sweep.json").exists():
-        return None
-    try:
-        from surgelab.sweep.result import SweepFileError, read_sweep
-    except ImportError:  # pragma: no cover - the sweep package is part of surgelab
         return None
     try:
         result = read_sweep(run_dir / "sweep.json")
@@ -71,8 +70,6 @@ def _fleet(run_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        import pyarrow.parquet as pq
-
         table = pq.read_table(path).to_pydict()
     except Exception:  # an unreadable timeline never breaks a report
         return None

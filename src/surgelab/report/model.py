@@ -17,6 +17,8 @@ import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.metrics.store import return_freed_memory
+from surgelab.report.extensions import extensions_for
+from surgelab.report.telemetry import telemetry_series
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -322,9 +324,6 @@ def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
 
 def build_report_data(run_dir: Path | str) -> ReportData:
     """The report model of one run directory (run, or a sweep/simulation when its files exist)."""
-    from surgelab.report.extensions import extensions_for
-    from surgelab.report.telemetry import telemetry_series
-
     run_dir = Path(run_dir)
     if not (run_dir / "summary.json").exists() and (run_dir / "sweep.json").exists():
         return _sweep_report(run_dir, extensions_for(run_dir))

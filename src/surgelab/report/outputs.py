@@ -12,7 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from surgelab.report.compare import CompareData
+from surgelab.report.compare_view import compare_table, render_compare_html
+from surgelab.report.html import REPORT_FILE, render_html
 from surgelab.report.model import ReportData, build_report_data
+from surgelab.report.terminal import print_summary, sweep_table, timeline
 
 __all__ = ["TerminalOutput", "JsonOutput", "HtmlOutput", "write_run_report", "finalize_run"]
 
@@ -33,12 +36,8 @@ class TerminalOutput:
 
     def finalize(self, result: Result) -> None:
         if isinstance(result, CompareData):
-            from surgelab.report.compare_view import compare_table
-
             self.console.print(compare_table(result))
             return
-        from surgelab.report.terminal import print_summary, sweep_table, timeline
-
         if result.kind == "sweep":
             self.console.print(sweep_table(result))
             return
@@ -60,18 +59,12 @@ class HtmlOutput:
 
     def finalize(self, result: Result) -> Path:
         if isinstance(result, CompareData):
-            from surgelab.report.compare_view import render_compare_html
-
             return _write(self.path, render_compare_html(result))
-        from surgelab.report.html import render_html
-
         return _write(self.path, render_html(result))
 
 
 def write_run_report(run_dir: Path | str) -> Path:
     """``report.html`` in a run directory, from its records and summary."""
-    from surgelab.report.html import REPORT_FILE
-
     run_dir = Path(run_dir)
     return HtmlOutput(run_dir / REPORT_FILE).finalize(build_report_data(run_dir))
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from surgelab.metrics.live import LiveSnapshot
+from surgelab.report.charts import terminal_chart
 from surgelab.units import format_duration
 
 if TYPE_CHECKING:
@@ -133,8 +134,6 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
 
 def timeline(data: ReportData) -> Group:
     """Throughput and TTFT P99 over the run, as terminal area charts (1 s windows)."""
-    from surgelab.report.charts import terminal_chart
-
     ts = data.timeseries
     ttft = [v or 0.0 for v in ts["ttft_ms"]["p99"]]
     return Group(

@@ -7,8 +7,13 @@ asked). Latency histograms use buckets that resolve both fast tokens and slow fi
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from surgelab.exposure import token_matches
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordMeta
@@ -53,14 +58,6 @@ class Exporter:
         if token is None:
             start_http_server(port, addr=host, registry=self.registry)
             return
-        import threading
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-        from prometheus_client import make_wsgi_app
-        from prometheus_client.exposition import ThreadingWSGIServer
-
-        from surgelab.exposure import token_matches
-
         metrics = make_wsgi_app(self.registry)
 
         def guarded(environ, start_response):  # type: ignore[no-untyped-def]

@@ -13,8 +13,12 @@ from typing import Any
 
 import yaml
 
+from surgelab.aio import run_async
 from surgelab.engine.profile import EngineProfile
+from surgelab.runner.run import run_scenario, with_salt
 from surgelab.scenario.model import Scenario
+from surgelab.sim.loader import build_fleet
+from surgelab.sim.run import simulate
 
 __all__ = ["TwinCheck", "validate_twin", "compare_summaries"]
 
@@ -65,12 +69,6 @@ def validate_twin(
     p50_tolerance: float = 0.15, p99_tolerance: float = 0.25,
 ) -> TwinCheck:  # fmt: skip
     """Measure ``scenario`` against its target, simulate it on one replica of ``profile``, compare."""
-    from surgelab.aio import run_async
-    from surgelab.runner import run_scenario
-    from surgelab.runner.run import with_salt
-    from surgelab.sim.loader import build_fleet
-    from surgelab.sim.run import simulate
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     scenario = with_salt(scenario)
