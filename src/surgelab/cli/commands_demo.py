@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail
+from surgelab.cli.common import fail
 
 DEMO_LEVELS = (1, 4, 16, 48)
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail, load_or_exit
+from surgelab.cli.common import fail, load_or_exit
 from surgelab.units import parse_duration
 
 

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail
+from surgelab.cli.common import fail
 
 
 def _run_dir(path: Path) -> Path:

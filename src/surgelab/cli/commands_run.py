@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,41 +15,16 @@ import yaml
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.scenario import ScenarioError, load_scenario
+from surgelab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_THRESHOLDS,
+    fail,
+    load_or_exit,
+    start_dashboard,
+)
 from surgelab.scenario.model import Scenario
-from surgelab.units import parse_duration
-
-EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    """Print a one-line error (no traceback) and return the exit to raise."""
-    console = Console(stderr=True)
-    for line in message.splitlines():
-        console.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True, markup=True)
-    return typer.Exit(code)
-
-
-def parsed_option(value: str | None, flag: str, parse: Callable[[str], float]) -> float | None:
-    """A flag's text through ``parse`` (None stays None); a one-line error naming the flag otherwise."""
-    if value is None:
-        return None
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise fail(f"{flag}: {exc}") from None
-
-
-def seconds_option(value: str | None, flag: str) -> float | None:
-    """A duration flag (``30s``, ``250ms``) in seconds; a one-line error naming the flag otherwise."""
-    return parsed_option(value, flag, parse_duration)
-
-
-def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:
-    try:
-        return load_scenario(path, overrides)
-    except ScenarioError as exc:
-        raise fail(str(exc)) from None
 
 
 def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
@@ -165,7 +140,7 @@ def run(
     observers = []
     if prometheus_port is not None:
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host, prometheus_token_env))
-    board = _dashboard(scenario, dashboard_port, dashboard_token) if dashboard else None
+    board = start_dashboard(scenario, dashboard_port, dashboard_token) if dashboard else None
     try:
         raise typer.Exit(
             execute(
@@ -180,19 +155,6 @@ def run(
     finally:
         if board is not None:
             board.stop()
-
-
-def _dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
-    from surgelab.dashboard import Dashboard, DashboardSettings
-
-    scrape = tuple(str(source.url) for source in scenario.telemetry.sources)
-    board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape))
-    try:
-        url = board.start()
-    except OSError as exc:
-        raise fail(f"--dashboard-port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    Console().print(f"dashboard: {url}", highlight=False, soft_wrap=True)
-    return board
 
 
 def _exporter(name: str, port: int, host: str, token_env: str | None = None) -> Any:

@@ -1,4 +1,4 @@
-"""``surgelab sweep`` (stepped test → knee and SLA capacity) and ``surgelab plan`` (capacity → fleet, HPA, alerts)."""
+"""``surgelab sweep``: a stepped test → knee and SLA capacity (``surgelab plan`` turns it into a fleet)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import _dashboard, fail, load_or_exit, parsed_option, seconds_option
-from surgelab.units import parse_ratio
-
-
-def _ratio(value: str | None, flag: str) -> float | None:
-    """A ratio flag (``1%``, ``0.01``) as a fraction; a one-line error naming the flag otherwise."""
-    return parsed_option(value, flag, parse_ratio)
+from surgelab.cli.common import fail, load_or_exit, ratio_option, seconds_option, start_dashboard
 
 
 def _levels(text: str | None) -> list[float] | None:
@@ -29,18 +23,6 @@ def _levels(text: str | None) -> list[float] | None:
         return [float(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
         raise fail(f"--levels: expected numbers separated by commas, e.g. 1,2,4,8, got {text!r}") from None
-
-
-def _thresholds(exprs: list[str], flag: str) -> list[Any]:
-    from surgelab.conditions import Threshold
-
-    out = []
-    for expr in exprs:
-        try:
-            out.append(Threshold(expr=expr))
-        except ValidationError as exc:
-            raise fail(f"{flag}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
-    return out
 
 
 def _validation(exc: ValidationError) -> str:
@@ -134,9 +116,9 @@ def sweep(
             spacing=spacing, levels=_levels(levels), start=start, step=step, factor=factor, max=max_level,
             max_levels=max_levels, refine=refine, hold=seconds_option(hold, "--hold"), settle=seconds_option(settle, "--settle"),
             warmup=seconds_option(warmup, "--warmup"), sla_percentile=sla_percentile,
-            sla_max_error_rate=_ratio(sla_max_error_rate, "--sla-max-error-rate"),
+            sla_max_error_rate=ratio_option(sla_max_error_rate, "--sla-max-error-rate"),
             stop=StopRules(
-                max_error_rate=_ratio(max_error_rate, "--max-error-rate"), slo_multiple=slo_multiple,
+                max_error_rate=ratio_option(max_error_rate, "--max-error-rate"), slo_multiple=slo_multiple,
                 falling_levels=falling_levels, stop_when=list(stop_when or []),
             ),
             breaking=None if break_at is None else BreakConfig(
@@ -156,7 +138,7 @@ def sweep(
         if served_url is not None:
             base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})
             say(f"embedded server (profile {serve}) at {served_url}")
-        board = _dashboard(base, dashboard_port, dashboard_token) if dashboard else None
+        board = start_dashboard(base, dashboard_port, dashboard_token) if dashboard else None
         try:
             result = run_async(
                 run_sweep(
@@ -190,117 +172,3 @@ def _each_level(row: Any, quiet: bool, say: Any, unit: str, board: Any) -> None:
         say(level_line(row, unit))
     if board is not None:
         board.on_level(row)
-
-
-@app.command("plan")
-def plan(
-    sweep_file: Path | None = typer.Argument(None, metavar="[SWEEP]", help="sweep.json, or the sweep directory."),
-    peak: str | None = typer.Option(
-        None, help="Forecast peak: requests/s, or a scenario/trace file whose busiest window is used."
-    ),
-    peak_window: str = typer.Option("60s", help="Window over which a file's peak rate is averaged."),
-    capacity: float | None = typer.Option(None, help="Per-instance SLA capacity in req/s, instead of a sweep."),
-    slo: list[str] | None = typer.Option(
-        None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."
-    ),
-    max_error_rate: str | None = typer.Option(None, help="Re-judge the sweep with this error-rate limit."),
-    safety: float = typer.Option(0.7, help="Fraction of the SLA capacity used at the peak (0.7 = 30% headroom)."),
-    spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
-    gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
-    gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
-    peak_cv: float = typer.Option(
-        0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."
-    ),
-    out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml and alerts.yaml here."),
-    deployment: str = typer.Option("inference", help="HPA: the Deployment to scale."),
-    namespace: str | None = typer.Option(None, help="HPA: namespace."),
-    hpa_metric: str = typer.Option("inflight", help="HPA metric: inflight (requests running per pod) or rps."),
-    hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
-    min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
-    queue_model: str | None = typer.Option(
-        None, "--model", help="mmc: Erlang C from --rate and --service-time, no sweep."
-    ),
-    rate: float | None = typer.Option(None, help="--model mmc: arrival rate, req/s."),
-    service_time: str | None = typer.Option(None, help="--model mmc: mean service time, e.g. 0.5s."),
-    servers: int | None = typer.Option(None, help="--model mmc: number of servers."),
-    target_wait: str | None = typer.Option(None, help="--model mmc: find the fewest servers with this mean wait."),
-) -> None:
-    """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
-    from surgelab.conditions import Threshold
-
-    console = Console()
-    if queue_model is not None:
-        _queueing(queue_model, rate, service_time, servers, target_wait, console)
-        return
-    from surgelab.plan.capacity import capacity_from_sweep, plan_capacity
-    from surgelab.plan.fleet import FleetInputs
-    from surgelab.plan.forecast import PeakError, peak_from
-    from surgelab.plan.render import print_plan
-    from surgelab.sweep import SweepFileError, read_sweep
-
-    if hpa_metric not in ("inflight", "rps"):
-        raise fail(f"--hpa-metric: expected inflight or rps, got {hpa_metric!r}")
-    if peak is None:
-        raise fail("--peak is required: the forecast peak in req/s, or a scenario or trace file")
-    if (sweep_file is None) == (capacity is None):
-        raise fail("give a sweep (SWEEP argument) or --capacity, not both or neither")
-    try:
-        forecast = peak_from(peak, seconds_option(peak_window, "--peak-window") or 0.0)
-    except PeakError as exc:
-        raise fail(str(exc)) from None
-    used_slo = _thresholds(slo or [], "--slo")
-    sweep_result, in_flight, source = None, None, "given with --capacity"
-    if sweep_file is not None:
-        try:
-            sweep_result = read_sweep(sweep_file)
-            slos = used_slo or None
-            cap = capacity_from_sweep(sweep_result, slos, _ratio(max_error_rate, "--max-error-rate"))
-        except (SweepFileError, ValueError) as exc:
-            raise fail(str(exc).splitlines()[0]) from None
-        capacity, in_flight = cap["requests_per_s"], cap.get("mean_in_flight")
-        used_slo = [Threshold(expr=e) for e in cap["slo"]]
-        source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
-    assert capacity is not None
-    inputs = FleetInputs(
-        peak=forecast.rate, capacity=capacity, safety=safety, spares=spares, gpus_per_instance=gpus_per_instance,
-        gpu_hour_cost=gpu_hour_cost, peak_cv=peak_cv,
-    )  # fmt: skip
-    if inputs.problems():
-        raise fail("; ".join(inputs.problems()))
-    result = plan_capacity(inputs, source, in_flight, sweep_result)
-    console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
-    print_plan(result, console)
-    if out is not None:
-        from surgelab.plan.artefacts import write_artefacts
-
-        try:
-            write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
-
-
-def _queueing(
-    name: str,
-    rate: float | None,
-    service_time: str | None,
-    servers: int | None,
-    target_wait: str | None,
-    console: Console,
-) -> None:
-    from surgelab.plan.queueing import mmc, servers_for_wait
-    from surgelab.plan.render import print_mmc
-
-    if name.lower() != "mmc":
-        raise fail(f"--model: only mmc (Erlang C) is known, got {name!r}")
-    s = seconds_option(service_time, "--service-time")
-    if rate is None or s is None:
-        raise fail("--model mmc needs --rate and --service-time")
-    if (servers is None) == (target_wait is None):
-        raise fail("--model mmc needs exactly one of --servers or --target-wait")
-    wait = seconds_option(target_wait, "--target-wait")
-    try:
-        result = servers_for_wait(rate, s, wait) if wait is not None else mmc(rate, s, servers or 0)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    print_mmc(result, console, wait)

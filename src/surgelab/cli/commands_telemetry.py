@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail
+from surgelab.cli.common import fail
 from surgelab.units import parse_duration, parse_ratio
 
 

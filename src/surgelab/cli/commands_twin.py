@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from surgelab.cli import app
-from surgelab.cli.commands_run import fail, load_or_exit
+from surgelab.cli.common import fail, load_or_exit
 
 
 def _base(spec: str | None):

@@ -1,0 +1,84 @@
+"""What every command group shares: one-line errors and exit codes, flag parsing, scenario
+loading, the live dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from surgelab.conditions import Threshold
+from surgelab.scenario import ScenarioError, load_scenario
+from surgelab.scenario.model import Scenario
+from surgelab.units import parse_duration, parse_ratio
+
+__all__ = [
+    "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "parsed_option",
+    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "start_dashboard",
+]  # fmt: skip
+
+EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print a one-line error (no traceback) and return the exit to raise."""
+    console = Console(stderr=True)
+    for line in message.splitlines():
+        console.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True, markup=True)
+    return typer.Exit(code)
+
+
+def parsed_option(value: str | None, flag: str, parse: Callable[[str], float]) -> float | None:
+    """A flag's text through ``parse`` (None stays None); a one-line error naming the flag otherwise."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise fail(f"{flag}: {exc}") from None
+
+
+def seconds_option(value: str | None, flag: str) -> float | None:
+    """A duration flag (``30s``, ``250ms``) in seconds; a one-line error naming the flag otherwise."""
+    return parsed_option(value, flag, parse_duration)
+
+
+def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
+
+
+def ratio_option(value: str | None, flag: str) -> float | None:
+    """A ratio flag (``1%``, ``0.01``) as a fraction; a one-line error naming the flag otherwise."""
+    return parsed_option(value, flag, parse_ratio)
+
+
+def threshold_options(exprs: list[str], flag: str) -> list[Threshold]:
+    """Threshold expressions from a repeatable flag; a one-line error naming the flag for the first bad one."""
+    out = []
+    for expr in exprs:
+        try:
+            out.append(Threshold(expr=expr))
+        except ValidationError as exc:
+            raise fail(f"{flag}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    return out
+
+
+def start_dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
+    """Start the live dashboard for ``scenario`` and print its URL (``--dashboard``)."""
+    from surgelab.dashboard import Dashboard, DashboardSettings  # heavy: aiohttp app and page, only with --dashboard
+
+    scrape = tuple(str(source.url) for source in scenario.telemetry.sources)
+    board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape))
+    try:
+        url = board.start()
+    except OSError as exc:
+        raise fail(f"--dashboard-port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    Console().print(f"dashboard: {url}", highlight=False, soft_wrap=True)
+    return board
