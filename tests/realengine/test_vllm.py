@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ EPS_S = 0.001  # clock slack between the client's monotonic clock and vLLM's tim
 # with a bare socket client), so the bounds are: median within 50 ms, mean within 250 ms.
 MAX_TTFT_GAP_MEDIAN_S = 0.050
 MAX_TTFT_GAP_MEAN_S = 0.250
+# Those two bounds hold only when vLLM and the client have the machine to themselves (as in CI):
+# when unrelated processes kept more than this many cores busy during a run, they are not asserted.
+OTHER_WORK_LIMIT_CORES = 0.3
 
 pytestmark = [
     pytest.mark.skipif(not URL, reason="SURGELAB_VLLM_URL is not set (a running vLLM server, e.g. ci/vllm/start.sh)"),
@@ -114,10 +118,43 @@ class ServerDelta:
         return histogram_quantile(q, bounds, np.array(list(self.ttft_buckets.values()), dtype=float))
 
 
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds so far: the whole machine's busy time, vLLM's processes', this test's and its children's."""
+
+    at: float
+    machine: float
+    vllm: float
+    ours: float
+
+    @classmethod
+    def now(cls) -> Cpu:
+        tick = os.sysconf("SC_CLK_TCK")
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        busy = (sum(fields[:8]) - fields[3] - fields[4]) / tick  # all but idle and iowait
+        vllm = 0.0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"vllm" not in f.read().lower():
+                        continue
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
+                vllm += (int(stat[11]) + int(stat[12])) / tick  # utime, stime
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+        t = os.times()
+        return cls(time.monotonic(), busy, vllm, t.user + t.system + t.children_user + t.children_system)
+
+    def other_cores(self, before: Cpu) -> float:
+        """Cores kept busy by anything but vLLM, this test and the surgelab commands it ran."""
+        spent = (self.machine - before.machine) - (self.vllm - before.vllm) - (self.ours - before.ours)
+        return max(spent, 0.0) / max(self.at - before.at, 1e-9)
+
+
 def wait_idle(timeout_s: float = 30.0) -> None:
     """Until vLLM runs and queues nothing (a previous command's requests have all finished)."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         m = scrape()
@@ -138,6 +175,7 @@ class Measured:
     server: ServerDelta
     before: Metrics
     after: Metrics
+    other_cores: float  # cores other processes kept busy during the run
 
 
 def scenario(path: Path, load: dict[str, Any], preset: str = "vllm") -> Path:
@@ -172,7 +210,9 @@ def accept_exit(returncode: int, summary: dict[str, Any], output: str) -> None:
 def measured_run(cli: Callable[..., Any], reconciled: Callable[..., Any], run_dir: Path, *args: str) -> Measured:
     wait_idle()
     before = scrape()
+    cpu = Cpu.now()
     result = cli("run", *args, "--out", str(run_dir), "-q", timeout=180)
+    other_cores = Cpu.now().other_cores(cpu)
     wait_idle()
     after = scrape()
     summary_path = run_dir / "summary.json"
@@ -182,7 +222,7 @@ def measured_run(cli: Callable[..., Any], reconciled: Callable[..., Any], run_di
     summary = json.loads(summary_path.read_text())
     accept_exit(result.returncode, summary, result.stdout + result.stderr)
     records = reconciled(summary, run_dir).to_pylist()
-    return Measured(run_dir, summary, records, ServerDelta.between(before, after), before, after)
+    return Measured(run_dir, summary, records, ServerDelta.between(before, after), before, after, other_cores)
 
 
 def check_every_request_and_token(m: Measured, label: str) -> None:
@@ -221,17 +261,11 @@ def check_ttft(m: Measured, label: str) -> dict[str, float]:
         "client_p90_ms": float(np.percentile(client, 90)) * 1e3,
         "server_p90_ms": (s.ttft_quantile(0.9) or float("nan")) * 1e3,
     }
-    cpu = m.summary.get("host_cpu") or {}
-    busy = (
-        f"; machine {cpu['machine_busy_cores']:.2f} of {cpu['cpus']} cores busy"
-        if cpu.get("machine_busy_cores")
-        else ""
-    )
     print(
         f"{label} TTFT: client mean {figures['client_mean_ms']:.1f} ms, vLLM mean {figures['server_mean_ms']:.1f} ms "
         f"(_sum/_count), difference {figures['gap_mean_ms']:+.1f} ms; P50 client {figures['client_p50_ms']:.1f} ms / "
         f"vLLM {figures['server_p50_ms']:.1f} ms (buckets), P90 {figures['client_p90_ms']:.1f} / "
-        f"{figures['server_p90_ms']:.1f} ms{busy}"
+        f"{figures['server_p90_ms']:.1f} ms; other work on the machine {m.other_cores:.2f} cores"
     )
     # Each request's client TTFT contains its server TTFT, so the client's distribution lies to the
     # right of vLLM's at every bucket bound: no more client TTFTs below a bound than vLLM counted.
@@ -242,6 +276,9 @@ def check_ttft(m: Measured, label: str) -> dict[str, float]:
                 f"{below} client TTFTs <= {le - EPS_S:g}s but vLLM counted only {count:.0f} <= {le:g}s"
             )
     assert client.mean() >= server_mean - EPS_S, "client mean TTFT below vLLM's own"
+    if m.other_cores > OTHER_WORK_LIMIT_CORES:
+        print(f"  note: other processes kept {m.other_cores:.2f} cores busy: the difference's bounds are not asserted")
+        return figures
     gap_p50 = figures["client_p50_ms"] - figures["server_p50_ms"]
     assert gap_p50 < MAX_TTFT_GAP_MEDIAN_S * 1e3, f"client median TTFT exceeds vLLM's by {gap_p50:.1f} ms"
     assert figures["gap_mean_ms"] < MAX_TTFT_GAP_MEAN_S * 1e3, (
