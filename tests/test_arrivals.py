@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from surgelab.load.arrivals import arrival_offsets
-from surgelab.runner.run import open_loop_offsets
+from surgelab.load.phases import open_loop_offsets
 from surgelab.scenario.load import Arrival
 from surgelab.scenario.loader import build_scenario
 

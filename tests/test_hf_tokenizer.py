@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surgelab.runner.phases import plan_phases
+from surgelab.load.phases import plan_phases
 from surgelab.scenario import ScenarioError, load_scenario
 from surgelab.workload.hf_tokenizer import HFTokenizer, TokenizerError
 

@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from surgelab.load.phases import open_loop_offsets
 from surgelab.metrics.rundir import read_json
 from surgelab.metrics.store import RECORDS_FILE
-from surgelab.runner.run import open_loop_offsets
 
 RATE, DURATION, WARMUP, TOKENS = 10, 4.0, 1.0, 16
 TTFT_S, ITL_S = 0.2, 0.02  # the timed server's script

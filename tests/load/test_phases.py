@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from surgelab.load.phases import ID_STRIDE, open_loop_offsets, plan_phases
 from surgelab.metrics.store import read_records
 from surgelab.runner.execution import SECOND
-from surgelab.runner.phases import ID_STRIDE, open_loop_offsets, plan_phases
 from surgelab.scenario.loader import build_scenario
 
 PHASES = [

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from surgelab.load.phases import plan_phases
 from surgelab.metrics.store import read_records
 from surgelab.runner.execution import SECOND
-from surgelab.runner.phases import plan_phases
 from surgelab.tokenizer import BuiltinTokenizer
 
 TRACES = Path(__file__).parents[2].parent / "shared/data/traces"

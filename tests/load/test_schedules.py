@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from surgelab.load.phases import open_loop_offsets
 from surgelab.runner.execution import SECOND
-from surgelab.runner.phases import open_loop_offsets
 from surgelab.scenario.loader import build_scenario
 from surgelab.scenario.model import Scenario
 

@@ -62,7 +62,7 @@ def test_littles_law_holds_on_simulated_output(tmp_path):
 
 def test_same_schedule_as_a_real_run(tmp_path):
     """Intended times are the runner's own open-loop offsets, ids its own ids."""
-    from surgelab.runner.phases import open_loop_offsets
+    from surgelab.load.phases import open_loop_offsets
 
     scen = scenario({"rate": 5, "duration": "30s"})
     result = run(tmp_path, scen, fleet(pools=[{"replicas": 1, "service_time": 0.01}]))

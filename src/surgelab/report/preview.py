@@ -15,9 +15,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from surgelab.load.phases import open_loop_offsets, plan_phases
 from surgelab.report.charts import svg_bar_chart, svg_line_chart, terminal_bars, terminal_chart
-from surgelab.runner.phases import SECOND, open_loop_offsets, plan_phases
 from surgelab.scenario.model import Scenario
+from surgelab.units import SECOND
 
 __all__ = ["Preview", "compute_preview", "render_terminal", "render_html"]
 

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
+from surgelab.load.phases import PhasePlan
 from surgelab.runner.conversation import converse
 from surgelab.runner.execution import LEAD_NS, MAX_NAP_S, Execution
-from surgelab.runner.phases import PhasePlan
 from surgelab.scenario.shapes import Steady
 from surgelab.units import SECOND
 

@@ -7,10 +7,10 @@ shows. A failed turn ends its conversation; no new turn starts after the phase e
 
 from __future__ import annotations
 
+from surgelab.load.phases import PhasePlan
 from surgelab.metrics.record import State
 from surgelab.metrics.store import RecordMeta
 from surgelab.runner.execution import LEAD_NS, SECOND, Execution
-from surgelab.runner.phases import PhasePlan
 from surgelab.workload.request import RequestSpec
 
 __all__ = ["converse", "TURN_SHIFT"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from surgelab.load.phases import PhasePlan
 from surgelab.runner.execution import Execution
-from surgelab.runner.phases import PhasePlan
 from surgelab.scenario.shapes import Breakpoint
 from surgelab.units import SECOND
 

@@ -14,9 +14,9 @@ import asyncio
 
 import numpy as np
 
+from surgelab.load.phases import PhasePlan, open_loop_offsets
 from surgelab.runner.conversation import converse, meta_for
 from surgelab.runner.execution import GRAIN_NS, LEAD_NS, Execution
-from surgelab.runner.phases import PhasePlan, open_loop_offsets
 
 __all__ = ["run_open_loop"]
 

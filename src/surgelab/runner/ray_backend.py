@@ -19,11 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.metrics.record import RECORD_SCHEMA
 from surgelab.metrics.store import RecordStore, read_records
 from surgelab.runner.execution import Shard
-from surgelab.runner.phases import plan_phases
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario

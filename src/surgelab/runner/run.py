@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
@@ -26,7 +27,6 @@ from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
-from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.runner.protocols import Observer
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario

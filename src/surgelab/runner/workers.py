@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.aio import run_async
+from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.runner.execution import Shard
-from surgelab.runner.phases import plan_phases
 from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, telemetry_scraper, with_salt
 from surgelab.runner.tokenizer import with_tokenizer

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.record import Outcome, State
 from surgelab.runner.conversation import meta_for
-from surgelab.runner.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Steady
 from surgelab.sim.events import Call, Event, Rank

@@ -1,4 +1,8 @@
-"""Turn the scenario's phases into concrete plans: when each starts and ends, its ids, its mix."""
+"""The schedule of a run: each phase's start, end, request ids and mix, and its open-loop send times.
+
+Computed from the scenario and its seed without sending anything, so the runner, the simulator
+and the preview share it exactly.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from surgelab.load.arrivals import arrival_offsets, shaped_offsets
-from surgelab.runner.execution import SECOND
 from surgelab.scenario.model import Phase, Scenario
 from surgelab.scenario.shapes import Replay, Steady
+from surgelab.units import SECOND
 from surgelab.workload.prompts import WorkloadSampler
 from surgelab.workload.tokenizers import load_tokenizer
 from surgelab.workload.trace_workload import TraceSampler
