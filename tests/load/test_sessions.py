@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from surgelab.load.phases import plan_phases
+from surgelab.load.phases import TURN_SHIFT, plan_phases
 from surgelab.metrics.store import read_records
 from surgelab.runner import execution
-from surgelab.runner.conversation import TURN_SHIFT
 from surgelab.runner.execution import SECOND
 from surgelab.server.process import ServerProcess
 

@@ -18,9 +18,10 @@ from surgelab.workload.prompts import WorkloadSampler
 from surgelab.workload.tokenizers import load_tokenizer
 from surgelab.workload.trace_workload import TraceSampler
 
-__all__ = ["PhasePlan", "plan_phases", "open_loop_offsets"]
+__all__ = ["PhasePlan", "plan_phases", "open_loop_offsets", "ID_STRIDE", "TURN_SHIFT"]
 
 ID_STRIDE = 1 << 40  # request ids of phase k are k·2⁴⁰ + i: unique across phases, stable per seed
+TURN_SHIFT = 32  # turn k of session i has id base + ((k - 1) << 32) + i: turn 1 keeps the plain id
 
 
 @dataclass
@@ -35,6 +36,14 @@ class PhasePlan:
     @property
     def id_base(self) -> int:
         return self.index * ID_STRIDE
+
+    def request_id(self, index: int, turn: int = 0) -> int:
+        """The id of request ``index`` (turn ``turn`` of its conversation; 0 without one)."""
+        return self.id_base + (max(turn - 1, 0) << TURN_SHIFT) + index
+
+    def session_id(self, index: int, turn: int = 0) -> int:
+        """The conversation a request belongs to: its first turn's id, or -1 outside a conversation."""
+        return self.id_base + index if turn else -1
 
     def level_at(self, t_ns: int) -> float:
         """The shape's planned level at run time ``t_ns`` (0 outside the phase)."""

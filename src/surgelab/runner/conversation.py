@@ -13,21 +13,20 @@ from surgelab.metrics.store import RecordMeta
 from surgelab.runner.execution import LEAD_NS, SECOND, Execution
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["converse", "TURN_SHIFT"]
-
-TURN_SHIFT = 32  # turn k of session i has id base + ((k - 1) << 32) + i: turn 1 keeps the plain id
+__all__ = ["converse", "meta_for"]
 
 
 def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user: int, turn: int = 0) -> RecordMeta:
+    """What the records keep of a scheduled request: its ids from the plan, its class from the spec."""
     return RecordMeta(
-        id=plan.id_base + (max(turn - 1, 0) << TURN_SHIFT) + index,
+        id=plan.request_id(index, turn),
         intended_ns=intended,
         warmup=intended < plan.warmup_end_ns,
         user=user,
         phase=plan.phase.name,
         request_class=spec.request_class,
         tier=spec.tier,
-        session=plan.id_base + index if turn else -1,
+        session=plan.session_id(index, turn),
         turn=turn,
         kind=spec.kind or "",
     )

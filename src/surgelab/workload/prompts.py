@@ -26,7 +26,7 @@ __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
 _PREFIX_WIDTH = 3
-MAX_TURNS = 255  # turn ids live in 8 bits of the request id (runner/conversation.py)
+MAX_TURNS = 255  # turn ids live in 8 bits of the request id (load/phases.py)
 
 
 class _Blocks:
