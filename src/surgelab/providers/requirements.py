@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from surgelab.conditions import Threshold
-from surgelab.scenario.loader import _describe, _line_of
+from surgelab.scenario.loader import describe_error, line_of
 from surgelab.units import parse_duration, parse_ratio
 from surgelab.yamlfile import read_yaml
 
@@ -159,7 +159,7 @@ class RequirementProfile(BaseModel):
 
 def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """Line of the *key* an unknown field was written with (its value may start lines later)."""
-    parent = _line_of(root, loc[:-1]) if loc[:-1] else None
+    parent = line_of(root, loc[:-1]) if loc[:-1] else None
     node = root
     for part in loc[:-1]:
         if isinstance(node, yaml.MappingNode):
@@ -186,8 +186,8 @@ def load_requirements(path: str | Path) -> RequirementProfile:
         for error in exc.errors():
             loc = tuple(error["loc"])
             where = ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-            line = _line_of(root, loc) or 1
-            message = _describe(error)
+            line = line_of(root, loc) or 1
+            message = describe_error(error)
             if error["type"] == "extra_forbidden":
                 line = _key_line(root, loc) or line
                 message = f"unknown field (groups: {', '.join(GROUPS)}; a requirement has require, name, weight, must)"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from surgelab.scenario.model import Scenario
 from surgelab.yamlfile import read_yaml
 
-__all__ = ["ScenarioError", "load_scenario", "build_scenario", "set_dotted"]
+__all__ = ["ScenarioError", "load_scenario", "build_scenario", "set_dotted", "describe_error", "field_path", "line_of"]
 
 
 class ScenarioError(Exception):
@@ -39,7 +39,7 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the deepest YAML node that ``loc`` reaches."""
     node, line = root, (root.start_mark.line + 1 if root is not None else None)
     for part in loc:
@@ -56,7 +56,8 @@ def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def describe_error(error: Mapping[str, Any]) -> str:
+    """A pydantic error as a user reads it: what was expected, and what was given when it helps."""
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         message = "unknown field (check its spelling; `surgelab schema` lists every field)"
@@ -72,7 +73,7 @@ def _describe(error: Mapping[str, Any]) -> str:
     return message
 
 
-def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+def field_path(loc: tuple[Any, ...], data: Any) -> str:
     """Dotted path of the fields in ``loc`` as the user wrote them.
 
     Pydantic's location also names union members (``steady``, ``uniform``) and the fields of
@@ -121,10 +122,10 @@ def build_scenario(
         messages = []
         for error in exc.errors():
             loc = tuple(error["loc"])
-            path = _field_path(loc, data)
+            path = field_path(loc, data)
             flag = next((f for p, f in flags.items() if loc[: len(p)] == p), None)
-            where = f"{flag}" if flag else f"{source}:{_line_of(root, loc) or 1}"
-            messages.append(f"{where}: {path or 'scenario'}: {_describe(error)}")
+            where = f"{flag}" if flag else f"{source}:{line_of(root, loc) or 1}"
+            messages.append(f"{where}: {path or 'scenario'}: {describe_error(error)}")
         raise ScenarioError(messages) from None
 
 

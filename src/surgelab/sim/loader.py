@@ -8,7 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from surgelab.engine import EngineProfile, ProfileError, load_profile
-from surgelab.scenario.loader import ScenarioError, _describe, _field_path, _line_of
+from surgelab.scenario.loader import ScenarioError, describe_error, field_path, line_of
 from surgelab.sim.fleet import Fleet
 from surgelab.yamlfile import read_yaml
 
@@ -31,7 +31,7 @@ def build_fleet(
         for error in exc.errors():
             loc = tuple(error["loc"])
             messages.append(
-                f"{source}:{_line_of(root, loc) or 1}: {_field_path(loc, data) or 'fleet'}: {_describe(error)}"
+                f"{source}:{line_of(root, loc) or 1}: {field_path(loc, data) or 'fleet'}: {describe_error(error)}"
             )
         raise FleetError(messages) from None
     problems = []
@@ -41,7 +41,7 @@ def build_fleet(
         try:
             pool_profile(pool.profile, base_dir)
         except ProfileError as exc:
-            line = _line_of(root, ("pools", index, "profile")) or 1
+            line = line_of(root, ("pools", index, "profile")) or 1
             problems.append(f"{source}:{line}: pools[{index}].profile: {exc}")
     if problems:
         raise FleetError(problems)
