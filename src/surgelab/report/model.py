@@ -19,6 +19,7 @@ from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain,
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
 from surgelab.report.telemetry import telemetry_series
+from surgelab.scenario import load_scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -179,8 +180,6 @@ def _mean_in_flight(sent: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.
 def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
     """The planned level over time from the resolved scenario; None when it cannot be read."""
     try:
-        from surgelab.scenario import load_scenario
-
         scenario = load_scenario(run_dir / "scenario.yaml")
     except Exception:  # a report never fails because the scenario no longer loads
         return None

@@ -29,7 +29,7 @@ class TokenizerError(ValueError):
 class HFTokenizer(Tokenizer):
     def __init__(self, path: str | Path) -> None:
         try:
-            from tokenizers import Tokenizer as _Tokenizer
+            from tokenizers import Tokenizer as _Tokenizer  # optional (extra hf): only for a tokenizer.json
         except ImportError:  # pragma: no cover - listed in the hf and test extras
             raise TokenizerError("a tokenizer file needs the 'tokenizers' package: pip install 'surgelab[hf]'") from None
         path = Path(path)

@@ -60,7 +60,7 @@ def _gradient(width: int, height: int) -> np.ndarray:
 
 def synth_image(width: int, height: int, fmt: str = "jpeg", quality: int = 85, seed: int = 0) -> bytes:
     """A ``width`` × ``height`` image, unique to ``seed``, encoded as PNG or JPEG (``quality``)."""
-    from PIL import Image
+    from PIL import Image  # heavy and optional: only for image kinds
 
     pixels = _gradient(width, height).copy()
     rng = np.random.default_rng(seed)
@@ -79,7 +79,7 @@ def synth_image(width: int, height: int, fmt: str = "jpeg", quality: int = 85, s
 
 def image_size(data: bytes) -> tuple[int, int]:
     """Width and height of an encoded image, read from its header only."""
-    from PIL import Image
+    from PIL import Image  # heavy and optional: only for image kinds
 
     with Image.open(io.BytesIO(data)) as image:
         return image.size
