@@ -1,1 +1,1 @@
-"""When requests are sent: arrival processes and load schedules, computable without sending."""
+"""When requests are sent: arrival processes and THE schedule (phases, request ids, send times), without sending."""

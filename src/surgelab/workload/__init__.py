@@ -1,1 +1,1 @@
-"""What is sent: request kinds, token lengths, prompt synthesis and the built-in tokenizer."""
+"""What is sent: request specs by index (prompts, kinds, sessions, trace rows), tokenizers and media."""
