@@ -1,4 +1,6 @@
-"""Execution: open and closed loops on one event loop, records, live counters, stopping."""
+"""Execution: open and closed loops on one event loop, guards and stopping; where the load is sent
+from (this process, workers, Ray, compare) behind one interface (``backends``); the protocols it
+calls (``protocols``)."""
 
 from surgelab.runner.run import RunResult, run_scenario
 
