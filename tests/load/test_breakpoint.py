@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from surgelab.metrics.store import read_records
-from surgelab.runner.execution import SECOND
+from surgelab.units import SECOND
 
 
 def breakpoint_load(stop_when: list[str], **shape) -> dict:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from surgelab.metrics.store import read_records
-from surgelab.runner.execution import SECOND
+from surgelab.units import SECOND
 
 STAGES = {"type": "stages", "start": 1, "stages": [{"duration": "1s", "target": 4}, {"duration": "1s", "target": 4},
                                                    {"duration": "1s", "target": 1}]}  # fmt: skip

@@ -6,8 +6,8 @@ import numpy as np
 
 from surgelab.load.phases import ID_STRIDE, open_loop_offsets, plan_phases
 from surgelab.metrics.store import read_records
-from surgelab.runner.execution import SECOND
 from surgelab.scenario.loader import build_scenario
+from surgelab.units import SECOND
 
 PHASES = [
     {"name": "day", "load": {"rate": 12, "duration": "2s"}, "workload": {"prompt_tokens": 16, "output_tokens": 3}},

@@ -14,8 +14,8 @@ import pytest
 
 from surgelab.load.phases import plan_phases
 from surgelab.metrics.store import read_records
-from surgelab.runner.execution import SECOND
 from surgelab.tokenizer import BuiltinTokenizer
+from surgelab.units import SECOND
 
 TRACES = Path(__file__).parents[2].parent / "shared/data/traces"
 

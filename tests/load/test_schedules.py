@@ -14,9 +14,9 @@ import pytest
 from scipy import integrate, stats
 
 from surgelab.load.phases import open_loop_offsets
-from surgelab.runner.execution import SECOND
 from surgelab.scenario.loader import build_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.units import SECOND
 
 TARGET = {"url": "http://127.0.0.1:9/v1", "model": "m"}
 FAMILY_ALPHA = 1e-3  # chance that one test's band check fails by luck, over all its windows

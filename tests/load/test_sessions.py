@@ -12,8 +12,8 @@ import pytest
 from surgelab.load.phases import TURN_SHIFT, plan_phases
 from surgelab.metrics.store import read_records
 from surgelab.runner import execution
-from surgelab.runner.execution import SECOND
 from surgelab.server.process import ServerProcess
+from surgelab.units import SECOND
 
 WORKLOAD = {
     "prompt_tokens": {"dist": "uniform", "min": 10, "max": 40},

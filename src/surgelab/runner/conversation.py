@@ -10,7 +10,8 @@ from __future__ import annotations
 from surgelab.load.phases import PhasePlan
 from surgelab.metrics.record import State
 from surgelab.metrics.store import RecordMeta
-from surgelab.runner.execution import LEAD_NS, SECOND, Execution
+from surgelab.runner.execution import LEAD_NS, Execution
+from surgelab.units import SECOND
 from surgelab.workload.request import RequestSpec
 
 __all__ = ["converse", "meta_for"]

@@ -28,7 +28,7 @@ from surgelab.units import SECOND
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tokenizers import load_tokenizer
 
-__all__ = ["Execution", "Shard", "SECOND", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
+__all__ = ["Execution", "Shard", "MAX_NAP_S", "LEAD_NS", "GRAIN_NS"]
 
 MAX_NAP_S = 0.1  # longest uninterrupted sleep, so a stop is noticed promptly
 LEAD_NS = 3_000_000  # a request is prepared this long before it is due, then sent on time
