@@ -105,7 +105,12 @@ def run_info(plans: Sequence[PlannedPhase], *, fleet: str | None = None) -> dict
         planned_duration_s=max(p.end_ns for p in plans) / SECOND,
         window_start_s=min(p.warmup_end_ns for p in plans) / SECOND,
         phases=[
-            {"name": p.phase.name, "start_s": p.start_ns / SECOND, "warmup_end_s": p.warmup_end_ns / SECOND, "end_s": p.end_ns / SECOND}
+            {
+                "name": p.phase.name,
+                "start_s": p.start_ns / SECOND,
+                "warmup_end_s": p.warmup_end_ns / SECOND,
+                "end_s": p.end_ns / SECOND,
+            }
             for p in plans
         ],
     )

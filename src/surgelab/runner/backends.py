@@ -43,7 +43,12 @@ class InProcess:
         self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
     ) -> RunResult:
         return await run_scenario(
-            scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=self.handle_signals, observers=self.observers
+            scenario,
+            run_dir,
+            api_key=api_key,
+            on_tick=on_tick,
+            handle_signals=self.handle_signals,
+            observers=self.observers,
         )
 
 
@@ -89,7 +94,11 @@ class Compare:
         self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
     ) -> CompareRun:
         return await run_compare(
-            scenario, run_dir, record_responses=self.record_responses, handle_signals=self.handle_signals, on_tick=on_tick
+            scenario,
+            run_dir,
+            record_responses=self.record_responses,
+            handle_signals=self.handle_signals,
+            on_tick=on_tick,
         )
 
 

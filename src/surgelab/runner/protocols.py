@@ -37,7 +37,12 @@ class ClientFactory(Protocol):
     """Builds the client of one target: its clock, the run's tokenizer, its key, its share of connections."""
 
     def __call__(
-        self, target: Target, clock: Callable[[], int], tokenizer: Tokenizer, api_key: str | None = None, pool_size: int = 0
+        self,
+        target: Target,
+        clock: Callable[[], int],
+        tokenizer: Tokenizer,
+        api_key: str | None = None,
+        pool_size: int = 0,
     ) -> Client: ...
 
 
