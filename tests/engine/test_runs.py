@@ -91,7 +91,7 @@ def _runs(engine: Engine, arrivals, aborts, max_steps: int) -> _Log:
         a, b = _arrive_and_abort(engine, log, now, arrivals, aborts, a, b, open_)
         if not engine.has_work:
             continue
-        run = engine.run(max_steps)
+        run = engine.plan(max_steps) or engine.run(max_steps)  # as the simulator asks
         for rid in run.stopped:
             log.tokens.setdefault(rid, []).extend(range(open_.pop(rid), run.start))
         for rid in run.started:
@@ -105,12 +105,13 @@ def _runs(engine: Engine, arrivals, aborts, max_steps: int) -> _Log:
             taken = min(taken, 1 + bisect_left(ends, arrivals[a][0]))
         if b < len(aborts):
             taken = min(taken, 1 + bisect_right(ends, aborts[b][0]))
-        engine.advance(taken - 1)
+        engine.advance(taken - run.taken)
         log.durations.extend(run.durations[:taken])
-        if taken == len(ends):
-            for rid in run.finished:
-                log.tokens.setdefault(rid, []).extend(range(open_.pop(rid), run.start + taken))
-                log.finished[rid] = run.start + taken - 1
+        for offset, ids in run.finished:
+            if offset < taken:
+                for rid in ids:
+                    log.tokens.setdefault(rid, []).extend(range(open_.pop(rid), run.start + offset + 1))
+                    log.finished[rid] = run.start + offset
         now = ends[taken - 1]
     assert not open_
     return log
@@ -149,32 +150,50 @@ def test_runs_take_exactly_the_steps_of_step(case, max_steps):
     assert fast.steps == reference.steps == len(want.durations)
 
 
-def test_runs_plan_many_steps_while_the_batch_only_decodes():
+def test_runs_plan_steps_while_the_batch_only_decodes():
     engine = Engine(PROFILE)
     for i in range(4):
         engine.add(EngineRequest(f"r{i}", 100, 50 + i))
     first = engine.run(100)
-    assert first.planned == 49 and dict(first.started) == {"r0": 0, "r1": 1, "r2": 2, "r3": 3}
-    assert first.finished == ("r0",)
+    assert dict(first.started) == {"r0": 0, "r1": 1, "r2": 2, "r3": 3} and first.taken == 1
+    assert first.planned == 52  # nobody waits: a finish only shrinks the batch, the plan goes on
+    assert list(first.finished) == [(49, ("r0",)), (50, ("r1",)), (51, ("r2",)), (52, ("r3",))]
     reads = [PROFILE.step_time(0, 4, 4 * 101 + 4 * j) for j in range(49)]
-    assert list(first.durations[1:]) == reads  # the profile's own formula, step by step
-    engine.advance(first.planned)
+    reads += [PROFILE.step_time(0, 3 - k, (3 - k) * (150 + k)) for k in range(3)]  # one fewer after each finish
+    assert first.durations[1:] == reads  # the profile's own formula, step by step
+    engine.advance(49)
     assert engine.num_running == 3 and engine.steps == 50
-    second = engine.run(100)
-    assert second.start == 50 and second.planned == 0 and second.finished == ("r1",)
+    after = engine.plan(100)  # the next steps only decode: planned, none taken
+    assert after is not None and after.taken == 0 and after.start == 50 and after.planned == 3
+    assert after.durations == reads[-3:] and list(after.finished) == [(0, ("r1",)), (1, ("r2",)), (2, ("r3",))]
+    engine.advance(1)
+    engine.add(EngineRequest("new", 10, 5))
+    assert engine.plan(100) is None  # the next step admits it: run() takes it
 
 
 def test_a_planned_run_cut_short_takes_only_its_first_steps():
     engine = Engine(PROFILE)
     engine.add(EngineRequest("a", 100, 20))
+    engine.add(EngineRequest("w", 100, 40))
     run = engine.run(100)
-    assert run.planned == 19
+    assert run.planned == 39 and list(run.finished) == [(19, ("a",)), (39, ("w",))]
     with pytest.raises(RuntimeError):
         engine.add(EngineRequest("b", 100, 20))
     engine.advance(3)
     engine.add(EngineRequest("b", 100, 20))
     after = engine.run(100)
     assert after.start == 4 and list(after.started) == ["b"]
-    assert after.planned == 15 and after.finished == ("a",)  # a's last token: step 19
+    assert list(after.finished) == [(15, ("a",)), (19, ("b",)), (35, ("w",))]  # a's last token: step 19
     with pytest.raises(ValueError):
         engine.advance(after.planned + 1)
+
+
+def test_with_requests_waiting_a_plan_ends_at_the_first_finish():
+    engine = Engine(replace(PROFILE, max_num_seqs=2))
+    for rid, out in (("a", 10), ("b", 30), ("c", 5)):
+        engine.add(EngineRequest(rid, 50, out))
+    run = engine.run(100)  # a and b run, c waits for a slot
+    assert list(run.started) == ["a", "b"] and run.planned == 9 and list(run.finished) == [(9, ("a",))]
+    engine.advance(9)
+    assert engine.plan(100) is None  # c takes a's slot at the next step
+    assert list(engine.run(100).started) == ["c"]

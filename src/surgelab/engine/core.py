@@ -23,7 +23,6 @@ costs work per change in the batch, not per sequence per step. Every step's time
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from surgelab.engine.decoding import DecodeSet
 from surgelab.engine.kv import Allocation, KVCache
@@ -37,21 +36,25 @@ class RequestRejected(ValueError):
     """A request this engine can never serve (too long for the context or the KV cache)."""
 
 
-@dataclass(slots=True)
 class _Sequence:
-    request: EngineRequest
-    alloc: Allocation = field(default_factory=Allocation)
-    computed: int = 0
-    """Tokens whose KV is in the cache (or will be, after the step that computes them)."""
-    generated: int = 0
-    published: bool = False
-    place: int = -1
-    """When it joined the running batch (increasing): the batch is scheduled in this order."""
-    last: int = -1
-    """The step of its latest token."""
-    synced: int = -1
-    """In the decode set: the step it joined at (its counts are as of then); -1 otherwise."""
-    entry: list | None = None
+    """One request inside the engine (a plain class: cheaper to make than a dataclass)."""
+
+    __slots__ = ("request", "alloc", "computed", "generated", "published", "place", "last", "synced", "entry")
+
+    def __init__(self, request: EngineRequest) -> None:
+        self.request = request
+        self.alloc = Allocation()
+        self.computed = 0
+        """Tokens whose KV is in the cache (or will be, after the step that computes them)."""
+        self.generated = 0
+        self.published = False
+        self.place = -1
+        """When it joined the running batch (increasing): the batch is scheduled in this order."""
+        self.last = -1
+        """The step of its latest token."""
+        self.synced = -1
+        """In the decode set: the step it joined at (its counts are as of then); -1 otherwise."""
+        self.entry: list | None = None
 
     @property
     def total(self) -> int:
@@ -73,7 +76,10 @@ class Engine:
         self._steps = 0
         self._places = 0
         self._decoding = DecodeSet(profile.block_size)
-        self._plan: tuple[int, list[_Sequence]] | None = None  # (planned steps, who finishes at the last)
+        self._plan: tuple[int, list] | None = None  # (planned steps, [(step, sequences finishing there)])
+        self._max_len = profile.max_model_len
+        self._max_batched = profile.max_batched_tokens
+        self._max_tokens = self.kv.num_blocks * self.kv.block_size  # what the KV cache can ever hold
         self.num_preemptions = 0
 
     @property
@@ -95,6 +101,9 @@ class Engine:
 
     def check(self, request: EngineRequest) -> None:
         """Raise RequestRejected if ``request`` could never complete on this engine."""
+        prompt, output = request.prompt_tokens, request.output_tokens
+        if prompt >= 1 and output >= 1 and prompt + output <= self._max_len and prompt + output <= self._max_tokens:
+            return
         errors = request.validate()
         if errors:
             raise RequestRejected("; ".join(errors))
@@ -143,54 +152,137 @@ class Engine:
     def run(self, max_steps: int = 1) -> Run:
         """Take the next step, as ``step()`` would, and plan up to ``max_steps - 1`` after it.
 
-        Steps are planned while every running sequence decodes and will go on decoding: no
-        prefill under way, no waiting request that could be admitted, no sequence finishing
-        before the last planned step, and KV blocks for every planned step's growth (so none
-        preempts). Nothing changes until ``advance()`` says how many planned steps were
-        taken; until then the engine accepts no other call. See ``Run`` for what it reports.
+        The plan goes on while every running sequence just decodes (see ``plan()``). Nothing
+        changes until ``advance()`` says how many planned steps were taken; until then the
+        engine accepts no other call. See ``Run`` for what it reports.
+
+        The step is taken without visiting the decoding sequences when that is all the batch
+        holds besides new admissions (``decoding.py``); otherwise ``step()`` takes it.
         """
-        self._no_plan()
+        if self._plan is not None:
+            self._no_plan()
+        dec, running, kv = self._decoding, self._running, self.kv
+        start = step = self._steps
+        if dec.members != len(running) and not self._join_running():
+            return self._general_run(max_steps)
+        members = dec.members
+        budget = self._max_batched - members
+        if budget < 0:
+            return self._general_run(max_steps)
+        growth = dec.due[step % dec.block]
+        if growth and not kv.allocate(dec.growth, growth):  # allocates nothing when it does not fit
+            return self._general_run(max_steps)  # a decoder is preempted
+        tokens, reads = [members], [dec.context + members * step]
+        scheduled: list[tuple[_Sequence, int]] = []
+        if self._waiting and budget:
+            self._admit_waiting(budget, scheduled, {})
+            for seq, n in scheduled:
+                tokens[0] += n
+                reads[0] += seq.computed + n
+        if not tokens[0]:
+            return self._general_run(max_steps)  # nothing to do: an idle step
+        self._steps = after = step + 1
+        finished: list[str] = []
+        if members and dec.next_end() == step:
+            for seq in dec.pop_ends(step):
+                finished.append(seq.request.request_id)
+                del running[seq.request.request_id]
+                dec.leave(seq, after, kv)
+                self._retire(seq)
+        started: dict[str, int] = {}
+        for seq, n in scheduled:
+            request = seq.request
+            seq.computed += n
+            if not seq.published and seq.computed >= request.prompt_tokens:
+                kv.promote(seq.alloc, request.block_hashes)
+                seq.published = True
+            if seq.computed == request.prompt_tokens + seq.generated:
+                seq.generated += 1
+                seq.last = step
+                started[request.request_id] = seq.place
+                if seq.generated == request.output_tokens:
+                    finished.append(request.request_id)
+                    del running[request.request_id]
+                    self._retire(seq)
+                else:
+                    dec.join(seq, after)
+        return self._run(start, 1, tokens, reads, started, (), finished, max_steps - 1)
+
+    def plan(self, max_steps: int) -> Run | None:
+        """Plan up to ``max_steps`` steps from now, taking none; None when the next one is no pure decode step.
+
+        Steps are planned while every running sequence decodes and will go on decoding: no
+        prefill under way, no waiting request that could be admitted, KV blocks for every
+        planned step's growth (so none is preempted). A request finishing only shrinks the
+        batch when none waits; with one waiting, the plan ends at the first finish.
+        ``advance()`` takes its steps, as it does a run's.
+        """
+        if self._plan is not None:
+            self._no_plan()
+        if max_steps < 1 or not self._running:
+            return None
+        tokens: list[int] = []
+        reads: list[int] = []
         start = self._steps
-        taken = self._decode_step() if self._join_running() else None
-        if taken is not None:
-            duration, started, finished = taken
-            stopped: tuple[str, ...] = ()
-        else:
-            duration, started, stopped, finished = self._general_step()
-        planned: list[float] = []
-        if not finished and max_steps > 1:
-            planned = self._plan_decode(max_steps - 1)
-        if planned:
-            assert self._plan is not None
-            finished = [seq.request.request_id for seq in self._plan[1]]
-        return Run(start, (duration, *planned), started, stopped, tuple(finished))
+        points = self._plan_decode(max_steps, tokens, reads)
+        if not tokens:
+            return None
+        ends = [(last - start, tuple([seq.request.request_id for seq in seqs])) for last, seqs in points]
+        return Run(start, self.profile.step_times(tokens, reads), {}, (), ends, 0)
+
+    def _run(self, start: int, taken: int, tokens: list[int], reads: list[int], started: dict[str, int],
+             stopped: tuple[str, ...], finished: list[str] | tuple[str, ...], more: int) -> Run:  # fmt: skip
+        """The run of ``taken`` steps (their work already on ``tokens``/``reads``) and up to ``more`` planned."""
+        ends = [(0, tuple(finished))] if finished else []
+        if more > 0 and self._running and not (finished and self._waiting):
+            for last, seqs in self._plan_decode(more, tokens, reads):
+                ends.append((last - start, tuple([seq.request.request_id for seq in seqs])))
+        return Run(start, self.profile.step_times(tokens, reads), started, stopped, ends, taken)
+
+    def _general_run(self, max_steps: int) -> Run:
+        """``run()`` whose first step is ``step()``'s."""
+        start = self._steps
+        duration, started, stopped, finished = self._general_step()
+        run = self._run(start, 1, [], [], started, stopped, finished, max_steps - 1)
+        run.durations.insert(0, duration)
+        return run
 
     def advance(self, steps: int) -> None:
-        """Take ``steps`` of the last run's planned steps; the rest never happen.
+        """Take ``steps`` of the planned steps (of the last run, or plan); the rest never happen.
 
-        Taking every planned step finishes the run's ``finished`` requests.
+        Requests finishing at a step taken finish.
         """
         plan = self._plan
         if plan is None:
             if steps:
                 raise ValueError("no planned steps to take")
             return
-        planned, finishing = plan
+        planned, points = plan
         if not 0 <= steps <= planned:
-            raise ValueError(f"the run planned {planned} steps, not {steps}")
+            raise ValueError(f"{planned} steps were planned, not {steps}")
         self._plan = None
-        dec, start = self._decoding, self._steps
-        growth = dec.growth_over(start, steps)
+        dec, kv, running, step = self._decoding, self.kv, self._running, self._steps
+        self._steps = end = step + steps
+        for i, (last, seqs) in enumerate(points):
+            if last >= end:
+                for _, rest in points[i:]:
+                    dec.restore(rest)
+                break
+            self._grow(step, last + 1 - step)
+            step = last + 1
+            for seq in seqs:
+                del running[seq.request.request_id]
+                dec.leave(seq, step, kv)
+                self._retire(seq)
+        if end > step:
+            self._grow(step, end - step)
+
+    def _grow(self, step: int, steps: int) -> None:
+        """The KV blocks the decode set grows into over ``steps`` steps from ``step``."""
+        dec = self._decoding
+        growth = dec.growth_over(step, steps)
         if growth and not self.kv.allocate(dec.growth, growth):  # pragma: no cover - planned to fit
             raise AssertionError("a planned step ran out of KV blocks")
-        self._steps = start + steps
-        if steps < planned:
-            dec.restore(finishing)
-            return
-        for seq in finishing:
-            del self._running[seq.request.request_id]
-            dec.leave(seq, self._steps, self.kv)
-            self._retire(seq)
 
     def _no_plan(self) -> None:
         if self._plan is not None:
@@ -210,54 +302,6 @@ class Engine:
             dec.join(seq, self._steps)
         return True
 
-    def _decode_step(self) -> tuple[float, dict[str, int], list[str]] | None:
-        """``step()`` for a batch of decoders plus admissions, without visiting the decoders.
-
-        None (nothing done) when the step needs more than that: a decoder the token budget
-        leaves out, or KV growth that would preempt.
-        """
-        dec, kv, step = self._decoding, self.kv, self._steps
-        budget = self.profile.max_batched_tokens - dec.members
-        growth = dec.crossings(step)
-        if budget < 0 or growth > kv.free_blocks:
-            return None
-        if growth and not kv.allocate(dec.growth, growth):  # pragma: no cover - checked just above
-            raise AssertionError("KV growth that fits did not allocate")
-        scheduled: list[tuple[_Sequence, int]] = []
-        self._admit_waiting(budget, scheduled, {})
-        prefill, decode, kv_read = 0, dec.members, dec.kv_read(step)
-        for seq, n in scheduled:
-            kv_read += seq.computed + n
-            if seq.generated > 0 and n == 1 and seq.computed == seq.total - 1:
-                decode += 1
-            else:
-                prefill += n
-        duration = self.profile.step_time(prefill, decode, kv_read)
-        self._steps = step + 1
-        finished = []
-        for seq in dec.pop_ends(step):
-            finished.append(seq.request.request_id)
-            del self._running[seq.request.request_id]
-            dec.leave(seq, self._steps, kv)
-            self._retire(seq)
-        started: dict[str, int] = {}
-        for seq, n in scheduled:
-            seq.computed += n
-            if not seq.published and seq.computed >= seq.request.prompt_tokens:
-                kv.promote(seq.alloc, seq.request.block_hashes)
-                seq.published = True
-            if seq.computed == seq.total:
-                seq.generated += 1
-                seq.last = step
-                started[seq.request.request_id] = seq.place
-                if seq.generated == seq.request.output_tokens:
-                    finished.append(seq.request.request_id)
-                    del self._running[seq.request.request_id]
-                    self._retire(seq)
-                else:
-                    dec.join(seq, self._steps)
-        return duration, started, finished
-
     def _general_step(self) -> tuple[float, dict[str, int], tuple[str, ...], tuple[str, ...]]:
         """``step()``, reported as a run's first step: who started and stopped producing tokens."""
         self._settle()
@@ -271,36 +315,59 @@ class Engine:
         stopped = tuple(rid for rid in before if rid not in emitted)
         return result.duration, started, stopped, result.finished
 
-    def _plan_decode(self, max_steps: int) -> list[float]:
-        """Durations of up to ``max_steps`` pure-decode steps from now (see ``run()``); records the plan."""
-        if not self._running or not self._join_running():
+    def _plan_decode(self, max_steps: int, tokens: list[int], reads: list[int]) -> list[tuple[int, list[_Sequence]]]:
+        """Plan up to ``max_steps`` pure-decode steps from now; records the plan for ``advance()``.
+
+        Each step's work goes on ``tokens`` and ``reads``; returns where members finish,
+        ``(step, members)`` in step order. A finish only shrinks the batch when nobody waits:
+        the plan goes on after it; with requests waiting, it ends there (one may fit now).
+        KV growth is checked against the blocks free now, as if finishing members kept theirs:
+        a plan may stop short, never run out.
+        """
+        dec, kv, step = self._decoding, self.kv, self._steps
+        if dec.members != len(self._running) and not self._join_running():
             return []
-        dec, kv, profile, step = self._decoding, self.kv, self.profile, self._steps
         n = dec.members
-        if n > profile.max_batched_tokens:
+        if n > self._max_batched:
             return []
-        if self._waiting and n < profile.max_num_seqs and n < profile.max_batched_tokens:
-            head = self._waiting[0]
-            if kv.admissible(head.request.block_hashes, head.total):
+        waiting = self._waiting
+        if waiting and n < self.profile.max_num_seqs and n < self._max_batched:
+            head = waiting[0]
+            if kv.admissible(head.request.block_hashes, head.request.prompt_tokens + head.generated):
                 return []  # admitted at the next step: the batch changes
-            # not admissible now, not before a sequence finishes: decode steps only shrink the free blocks
-        end = dec.next_end()
-        assert end is not None and end >= step
-        steps = min(max_steps, end - step + 1)
-        free = kv.free_blocks
-        if free < n * (steps // dec.block + 1):  # some step may run out of blocks: find the first
-            need = 0
-            for j in range(steps):
-                need += dec.crossings(step + j)
-                if need > free:
-                    steps = j
-                    break
-        if steps == 0:
-            return []
-        time = profile.step_time
-        durations = [time(0, n, dec.kv_read(step + j)) for j in range(steps)]
-        self._plan = (steps, dec.pop_ends(end) if end == step + steps - 1 else [])
-        return durations
+            # not admissible now, nor before a member finishes: decode steps only take blocks
+        block, due, context = dec.block, dec.due, dec.context
+        free, left, planned = kv.free_blocks, max_steps, 0
+        # at most one new block per member per ``block`` steps: check step by step only when that may not fit
+        need = -1 if free >= n * (max_steps // block + 1) else 0
+        points: list[tuple[int, list[_Sequence]]] = []
+        while True:
+            end = dec.next_end()
+            steps = min(left, end - step + 1)  # type: ignore[operator]
+            if need >= 0:  # a step may run out of blocks: plan up to it
+                for j in range(steps):
+                    need += due[(step + j) % block]
+                    if need > free:
+                        steps = left = j
+                        break
+            if steps:
+                tokens += [n] * steps
+                reads += range(context + n * step, context + n * (step + steps), n)
+                planned += steps
+                step += steps
+                left -= steps
+            if step <= end:  # type: ignore[operator]
+                break  # stopped short of the finish
+            seqs = dec.pop_ends(end)  # type: ignore[arg-type]
+            points.append((end, seqs))  # type: ignore[arg-type]
+            n -= len(seqs)
+            for seq in seqs:
+                context -= seq.computed + 1 - seq.synced
+            if not (n and left) or waiting:
+                break
+        if planned:
+            self._plan = (planned, points)
+        return points
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -384,19 +451,24 @@ class Engine:
         return budget
 
     def _admit_waiting(self, budget: int, scheduled: list, cached: dict[str, int]) -> None:
-        while self._waiting and budget > 0 and len(self._running) < self.profile.max_num_seqs:
-            seq = self._waiting[0]
-            hits = self.kv.admit(seq.alloc, seq.request.block_hashes, seq.total)
+        waiting, running, kv = self._waiting, self._running, self.kv
+        most = self.profile.max_num_seqs
+        while waiting and budget > 0 and len(running) < most:
+            seq = waiting[0]
+            request = seq.request
+            total = request.prompt_tokens + seq.generated
+            hits = kv.admit(seq.alloc, request.block_hashes, total)
             if hits < 0:
                 return  # head-of-line blocking, as FCFS demands
-            self._waiting.popleft()
-            seq.computed = min(hits * self.kv.block_size, seq.total - 1)
-            if seq.computed:
-                cached[seq.request.request_id] = seq.computed
+            waiting.popleft()
+            if hits:
+                seq.computed = min(hits * kv.block_size, total - 1)
+                if seq.computed:
+                    cached[request.request_id] = seq.computed
             seq.place = self._places
             self._places += 1
-            self._running[seq.request.request_id] = seq
-            n = min(seq.total - seq.computed, budget)
+            running[request.request_id] = seq
+            n = min(total - seq.computed, budget)
             scheduled.append((seq, n))
             budget -= n
 

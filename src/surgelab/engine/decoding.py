@@ -12,7 +12,6 @@ since, and ``leave`` writes that back, with the KV blocks grown for it meanwhile
 from __future__ import annotations
 
 import heapq
-import itertools
 from typing import TYPE_CHECKING
 
 from surgelab.engine.kv import Allocation, KVCache
@@ -31,64 +30,86 @@ class DecodeSet:
         self.members = 0
         self.growth = Allocation()
         """KV blocks grown for members since they joined, handed to each as it leaves."""
-        self._context = 0  # sum of (computed + 1 - synced): step t reads _context + members·t tokens
-        self._phase = [0] * block_size  # members by (computed - synced) mod block: see crossings()
-        self._ends: list[list] = []  # heap of [step of the last token, place, serial, sequence]
-        self._serial = itertools.count()
+        self.context = 0
+        """Sum over members of ``computed + 1 - synced``: step t reads ``context + members·t`` KV tokens."""
+        self.due = [0] * block_size
+        """Members by ``(synced - computed) mod block``: those due a new KV block at step t are ``due[t % block]``."""
+        self.ends: list[list] = []
+        """Heap of ``[step of the last token, place, step joined, sequence]``; stale entries skipped."""
 
     def join(self, seq: _Sequence, step: int) -> None:
         """``seq`` decodes from ``step`` on (it produced a token at the step before)."""
         seq.synced = step
         self.members += 1
-        self._context += seq.computed + 1 - step
-        self._phase[(seq.computed - step) % self.block] += 1
-        entry = [step + seq.request.output_tokens - seq.generated - 1, seq.place, next(self._serial), seq]
+        self.context += seq.computed + 1 - step
+        self.due[(step - seq.computed) % self.block] += 1
+        entry = [
+            step + seq.request.output_tokens - seq.generated - 1,
+            seq.place,
+            step,
+            seq,
+        ]  # (last, place, joined) unique
         seq.entry = entry
-        heapq.heappush(self._ends, entry)
+        heapq.heappush(self.ends, entry)
 
     def leave(self, seq: _Sequence, step: int, kv: KVCache) -> None:
         """Write a member's progress as of ``step`` steps back into it, and drop it."""
-        moved = step - seq.synced
+        synced, computed = seq.synced, seq.computed
         self.members -= 1
-        self._context -= seq.computed + 1 - seq.synced
-        self._phase[(seq.computed - seq.synced) % self.block] -= 1
-        seq.computed += moved
-        seq.generated += moved
+        self.context -= computed + 1 - synced
+        self.due[(synced - computed) % self.block] -= 1
+        seq.computed = computed = computed + step - synced
+        seq.generated += step - synced
         seq.last = step - 1
         seq.synced, seq.entry = -1, None
-        blocks = kv.blocks_for(seq.computed) - seq.alloc.blocks  # a decoder holds exactly its context
+        alloc = seq.alloc
+        blocks = -(-computed // self.block) - len(alloc.shared) - alloc.private  # a decoder holds its context
         assert 0 <= blocks <= self.growth.private, "decode-set KV accounting out of step"
         self.growth.private -= blocks
-        seq.alloc.private += blocks
+        alloc.private += blocks
 
     def kv_read(self, step: int) -> int:
         """KV tokens that step ``step`` reads for the members (each reads its context plus the new token)."""
-        return self._context + self.members * step
+        return self.context + self.members * step
 
     def crossings(self, step: int) -> int:
-        """Members that need one more KV block at step ``step``."""
-        return self._phase[-step % self.block]
+        """Members that need one more KV block at step ``step``.
+
+        A member needs one when the context it starts the step with is a multiple of the
+        block size: at the steps ``t`` with ``t ≡ synced - computed`` (mod the block size).
+        """
+        return self.due[step % self.block]
 
     def growth_over(self, step: int, steps: int) -> int:
         """KV blocks the members need over ``steps`` steps from ``step``."""
-        full, rest = divmod(steps, self.block)
-        return full * self.members + sum(self._phase[-(step + j) % self.block] for j in range(rest))
+        block, due = self.block, self.due
+        full, rest = divmod(steps, block)
+        first = step % block
+        total = full * self.members + sum(due[first : first + rest])
+        if first + rest > block:
+            total += sum(due[: first + rest - block])
+        return total
 
     def next_end(self) -> int | None:
         """The step at which the first member produces its last token."""
-        heap = self._ends
+        heap = self.ends
         while heap and heap[0][3].entry is not heap[0]:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
     def pop_ends(self, step: int) -> list[_Sequence]:
         """Members whose last token comes at ``step``, in batch order; they stay members."""
-        out = []
-        while self.next_end() == step:
-            out.append(heapq.heappop(self._ends)[3])
+        heap, out = self.ends, []
+        while heap:
+            top = heap[0]
+            if top[3].entry is top:
+                if top[0] != step:
+                    break
+                out.append(top[3])
+            heapq.heappop(heap)
         return out
 
     def restore(self, seqs: list[_Sequence]) -> None:
         """Put back what ``pop_ends`` took (their run was cut short)."""
         for seq in seqs:
-            heapq.heappush(self._ends, seq.entry)
+            heapq.heappush(self.ends, seq.entry)

@@ -69,11 +69,13 @@ class KVCache:
 
         Returns -1 (holding nothing) when the request does not fit.
         """
-        hits = min(self.match(hashes), self.blocks_for(tokens))
-        for h in hashes[:hits]:
-            self._ref(h)
-        alloc.shared.extend(hashes[:hits])
-        if not self._allocate(alloc, self.blocks_for(tokens) - hits):
+        need = -(-tokens // self.block_size)
+        hits = min(self.match(hashes), need) if hashes else 0
+        if hits:
+            for h in hashes[:hits]:
+                self._ref(h)
+            alloc.shared.extend(hashes[:hits])
+        if not self._allocate(alloc, need - hits):
             self.release(alloc)
             return -1
         return hits
@@ -99,7 +101,7 @@ class KVCache:
 
     def promote(self, alloc: Allocation, hashes: tuple[int, ...]) -> None:
         """Publish a request's computed prompt blocks in the prefix cache."""
-        if not self.prefix_caching:
+        if not self.prefix_caching or not hashes:
             return
         held = set(alloc.shared)
         for h in hashes:
@@ -129,11 +131,13 @@ class KVCache:
     def _allocate(self, alloc: Allocation, blocks: int) -> bool:
         if blocks <= 0:
             return True
-        if self.free_blocks < blocks:
-            return False
-        while self.num_blocks - self._private - len(self._refs) < blocks:
-            victim, _ = self._evictable.popitem(last=False)
-            del self._refs[victim]
+        unused = self.num_blocks - self._private - len(self._refs)
+        if unused < blocks:
+            if unused + len(self._evictable) < blocks:
+                return False
+            for _ in range(blocks - unused):
+                victim, _ = self._evictable.popitem(last=False)
+                del self._refs[victim]
         self._private += blocks
         alloc.private += blocks
         return True

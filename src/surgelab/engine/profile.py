@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -78,9 +78,25 @@ class EngineProfile:
         """Seconds for one step of the given work (see the module docstring)."""
         if prefill_tokens == 0 and decode_seqs == 0:
             return 0.0
-        memory = self.decode_base_s + self.s_per_kv_token * kv_tokens_read
-        compute = self.prefill_s_per_token * (prefill_tokens + decode_seqs)
-        return self.step_overhead_s + max(memory, compute)
+        return self.step_times([prefill_tokens + decode_seqs], [kv_tokens_read])[0]
+
+    def step_times(self, tokens: Sequence[int], kv_tokens_read: Sequence[int]) -> list[float]:
+        """Seconds of steps that compute ``tokens[i]`` tokens (prefilled or decoded) and read
+        ``kv_tokens_read[i]`` tokens of KV cache, each at least one token.
+
+        The one place the step-time formula is written: ``step_time`` is one step, a run of
+        decode steps planned by the engine is many.
+        """
+        overhead, base, per_kv, per_token = (
+            self.step_overhead_s,
+            self.decode_base_s,
+            self.s_per_kv_token,
+            self.prefill_s_per_token,
+        )
+        return [  # overhead + max(memory, compute)
+            overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
+            for n, r in zip(tokens, kv_tokens_read)
+        ]
 
     def steady_throughput(self, batch: int, prompt_tokens: int, output_tokens: int) -> float:
         """Predicted output tokens/s with ``batch`` sequences always running.

@@ -59,14 +59,17 @@ class StepResult:
         return self.prefill_tokens == 0 and self.decode_seqs == 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Run:
-    """Steps decided at once by ``Engine.run``: the first is taken, the rest are planned.
+    """Steps decided at once by ``Engine.run`` (the first taken, the rest planned) or ``Engine.plan``.
+
+    Read-only by convention (not frozen: a simulator makes hundreds of thousands of these).
 
     Planned steps are pure decode: every running request produces one token at each of them,
-    and nothing changes the batch but the caller (a request added or aborted). The caller lets
-    the steps' time pass and says with ``Engine.advance`` how many planned steps were taken
-    before it changed anything; the others never happen.
+    and nothing changes the batch but the caller (a request added or aborted) or a request
+    finishing. The caller lets the steps'
+    time pass and says with ``Engine.advance`` how many planned steps were taken before it
+    changed anything; the others never happen.
 
     A request's tokens come in *stretches*, one token per step: a stretch begins at the run's
     first step for every request in ``started``, and lasts until the step before a later run
@@ -75,22 +78,25 @@ class Run:
     """
 
     start: int
-    """Index of the run's first step (``Engine.steps`` before it)."""
-    durations: tuple[float, ...]
-    """Seconds of each step: the one taken, then the planned ones."""
+    """Index of the run's first step (``Engine.steps`` when it was made)."""
+    durations: list[float]
+    """Seconds of each step: the taken ones first, then the planned ones."""
     started: Mapping[str, int] = field(default_factory=dict)
     """Requests whose tokens start (again) at the first step, with their place in the batch:
     requests produce their tokens of a step in increasing place."""
     stopped: tuple[str, ...] = ()
     """Requests that produced a token at the step before the run and not at its first step."""
-    finished: tuple[str, ...] = ()
-    """Requests whose last token comes at the run's last step, in batch order. They finish
-    only if every planned step is taken (at once when the run has a single step)."""
+    finished: Sequence[tuple[int, tuple[str, ...]]] = ()
+    """Requests whose last token comes during the run: ``(step, ids)`` in step order, ``step``
+    counted from the run's first (0), ids in batch order. Those of a taken step have
+    finished; the others finish if ``advance`` takes their step."""
+    taken: int = 1
+    """Steps already taken: 1 from ``Engine.run``, 0 from ``Engine.plan``."""
 
     @property
     def planned(self) -> int:
-        """Steps after the first, to be taken with ``Engine.advance``."""
-        return len(self.durations) - 1
+        """Steps to be taken with ``Engine.advance``."""
+        return len(self.durations) - self.taken
 
 
 def prefix_block_hashes(tokens: Sequence[int | str], block_size: int) -> tuple[int, ...]:
