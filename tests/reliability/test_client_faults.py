@@ -23,6 +23,9 @@ from surgelab.scenario.model import Retry
 from surgelab.server.process import ServerProcess, free_port
 
 STEADY = {"rate": 10, "arrival": "constant", "duration": "1s", "grace": "5s"}
+# where the test counts what reached the server, or times events against the run's clock: no /tokenize
+# probe before the run (the proxy would count it; the run would start that much later)
+NO_PROBE = "builtin"
 
 
 def _run_against_app(scenario_for, tmp_path, model: str, app=None, **sections):
@@ -92,7 +95,7 @@ def test_a_connection_reset_before_the_answer_is_retried(scenario_for, reconcile
 def test_connection_reset_mid_stream_through_the_proxy(scenario_for, reconciled, tmp_path, timed_server) -> None:
     root = f"http://127.0.0.1:{timed_server.port}"
     with proxy_process(root, ["--drop", "100%", "--drop-point", "mid-stream"]) as proxy:
-        scenario = scenario_for(proxy.root_url + "/v1", "ok", load=STEADY, workload={"output_tokens": 8})
+        scenario = scenario_for(proxy.root_url + "/v1", "ok", load=STEADY, workload={"output_tokens": 8}, tokenizer=NO_PROBE)
         result = run_async(run_scenario(scenario, tmp_path / "run"))
         stats = proxy.stats()
     table = reconciled(result.summary, result.run_dir)
@@ -119,7 +122,9 @@ def test_the_seeds_network_through_the_proxy(scenario_for, reconciled, tmp_path)
     with ServerProcess(profile="tiny") as server, proxy_process(
         server.root_url, ["--latency", "50ms..200ms", "--jitter-per-chunk", "5ms", "--drop", "0.5%", "--seed", "3"]
     ) as proxy:
-        scenario = scenario_for(proxy.root_url + "/v1", "tiny", load={"rate": 20, "duration": "2s", "grace": "5s"})
+        scenario = scenario_for(
+            proxy.root_url + "/v1", "tiny", load={"rate": 20, "duration": "2s", "grace": "5s"}, tokenizer=NO_PROBE
+        )
         result = run_async(run_scenario(scenario, tmp_path / "run"))
         stats = proxy.stats()
     table = reconciled(result.summary, result.run_dir)
@@ -173,7 +178,7 @@ def test_the_target_killed_mid_run_and_restarted(scenario_for, reconciled, tmp_p
         scenario = scenario_for(
             server.base_url, "tiny",
             load={"rate": 10, "arrival": "constant", "duration": "9s", "grace": "5s"},
-            target={"timeouts": {"connect": "1s", "first_token": "3s", "total": "5s"}},
+            target={"timeouts": {"connect": "1s", "first_token": "3s", "total": "5s"}}, tokenizer=NO_PROBE,
         )  # fmt: skip
 
         def outage(t0: float) -> None:
@@ -217,7 +222,7 @@ def test_injected_errors_through_the_proxy_reconcile(scenario_for, reconciled, t
     root = f"http://127.0.0.1:{timed_server.port}"
     with proxy_process(root, ["--error-rate", "30%", "--seed", "1"]) as proxy:
         target = {"retry": {**policy, "backoff": {"base": "10ms", "honour_retry_after": False}}} if policy else {}
-        scenario = scenario_for(proxy.root_url + "/v1", "ok", load={**STEADY, "rate": 20}, target=target)
+        scenario = scenario_for(proxy.root_url + "/v1", "ok", load={**STEADY, "rate": 20}, target=target, tokenizer=NO_PROBE)
         result = run_async(run_scenario(scenario, tmp_path / "run"))
         stats = proxy.stats()
     table = reconciled(result.summary, result.run_dir)

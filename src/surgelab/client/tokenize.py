@@ -48,6 +48,10 @@ class _Unsupported(Exception):
     pass
 
 
+class _NoRoute(_Unsupported):
+    """Nothing at this URL (404, 405): no other dialect will find anything there either."""
+
+
 class _Dialect:
     """One server family's requests; ``url`` is the tokenize endpoint that answered."""
 
@@ -58,6 +62,8 @@ class _Dialect:
 
     async def post(self, url: str, body: dict[str, Any]) -> Any:
         async with self.session.post(url, json=body) as resp:
+            if resp.status in (404, 405):
+                raise _NoRoute(f"{url} answered HTTP {resp.status}")
             if resp.status != 200:
                 raise _Unsupported(f"{url} answered HTTP {resp.status}")
             try:
@@ -122,7 +128,10 @@ def _tokenize_urls(target: Target) -> list[str]:
 
 
 async def _dialect(session: aiohttp.ClientSession, target: Target) -> tuple[_Dialect, list[Any]]:
-    """The first dialect and endpoint whose answer to the first chunk of candidates has pieces."""
+    """The first dialect and endpoint whose answer to the first chunk of candidates has pieces.
+
+    A URL with nothing behind it is not asked again in another dialect, and a target that cannot
+    be reached is not asked again at all (the error ends the search): a few requests at most."""
     first = "".join(" " + w for w in CANDIDATES[:_CHUNK_WORDS])
     reasons = []
     for url in _tokenize_urls(target):
@@ -130,6 +139,9 @@ async def _dialect(session: aiohttp.ClientSession, target: Target) -> tuple[_Dia
             dialect = kind(session, url, target.model)
             try:
                 return dialect, await dialect.pieces(first)
+            except _NoRoute as exc:
+                reasons.append(str(exc))
+                break
             except (_Unsupported, KeyError, TypeError) as exc:
                 reasons.append(str(exc))
     raise _Unsupported("; ".join(dict.fromkeys(reasons)) or "no /tokenize")
