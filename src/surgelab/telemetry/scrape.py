@@ -58,6 +58,17 @@ class _Filter:
         ]  # fmt: skip
 
 
+async def _read_body(response: aiohttp.ClientResponse) -> bytes | None:
+    """The whole body, however many pieces it arrives in (``read(n)`` alone returns only what is
+    already buffered); None when it exceeds ``_MAX_BODY``."""
+    body = bytearray()
+    while chunk := await response.content.read(_MAX_BODY + 1 - len(body)):
+        body += chunk
+        if len(body) > _MAX_BODY:
+            return None
+    return bytes(body)
+
+
 class Scraper:
     def __init__(
         self, sources: list[ScrapeSource], interval: float, clock: Callable[[], int], store: PartStore,
@@ -97,9 +108,11 @@ class Scraper:
         error = None
         try:
             async with timeout(source.timeout), session.get(source.url) as response:
-                body = await response.content.read(_MAX_BODY)
+                body = await _read_body(response)
                 if response.status != 200:
                     error = f"HTTP {response.status}"
+                elif body is None:
+                    error = f"body larger than {_MAX_BODY // (1024 * 1024)} MiB"
             if error is None:
                 families = await asyncio.to_thread(parse_exposition, body.decode("utf-8", "replace"))
                 for family in self._filters[source.name].keeps(families):
