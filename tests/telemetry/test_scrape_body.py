@@ -1,8 +1,10 @@
-"""A /metrics body that arrives in pieces is read whole (vLLM's, ~50 KB, often does under load)."""
+"""Scraping that loses nothing: a /metrics body that arrives in pieces is read whole (vLLM's,
+~50 KB, often does under load), and a flush under way when the run ends is finished first."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -69,3 +71,46 @@ def test_a_body_over_the_cap_is_a_failed_scrape(monkeypatch) -> None:
     assert [v for m, _, v in rows if m == "up"] == [0.0]
     assert any("larger than" in labels for m, labels, _ in rows if m == "up")
     assert not [r for r in rows if r[0] not in ("up", "scrape_duration_seconds")]
+
+
+class _SlowStore:
+    """A part store whose writes take a while, as a parquet write of many samples can."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.writing = threading.Event()
+
+    def write(self, table) -> None:
+        if table.num_rows:
+            self.writing.set()
+            time.sleep(0.3)
+            self.rows += table.num_rows
+
+
+def test_a_flush_under_way_when_the_run_ends_is_not_lost() -> None:
+    async def main() -> tuple[int, int]:
+        async def metrics(request: web.Request) -> web.Response:
+            return web.Response(body=REAL_VLLM, content_type="text/plain")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            store = _SlowStore()
+            source = ScrapeSource("s", f"http://127.0.0.1:{port}/metrics", "vllm")
+            scraper = Scraper([source], 0.01, time.perf_counter_ns, store)  # type: ignore[arg-type]
+            task = asyncio.create_task(scraper.run())
+            while not store.writing.is_set():  # the periodic flush (every 5 scrapes) has begun
+                await asyncio.sleep(0.005)
+            task.cancel()  # the run ends now
+            await asyncio.gather(task, return_exceptions=True)
+            return store.rows, scraper.buffer.seq  # written by the time run() returned; rows scraped
+        finally:
+            await runner.cleanup()
+
+    written, scraped = asyncio.run(main())
+    assert scraped > 0 and written == scraped

@@ -88,6 +88,7 @@ class Scraper:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             scrapes = 0
             next_at = self.clock()
+            flush: asyncio.Future[None] | None = None
             try:
                 while True:
                     await asyncio.gather(
@@ -96,10 +97,13 @@ class Scraper:
                     )
                     scrapes += 1
                     if scrapes % _FLUSH_EVERY == 0:
-                        await asyncio.to_thread(self.store.write, self.buffer.take())
+                        flush = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
+                        await asyncio.shield(flush)
                     next_at += int(self.interval * 1e9)
                     await asyncio.sleep(max(next_at - self.clock(), 0) / 1e9)
             finally:
+                if flush is not None:  # a cancelled run ends while its thread may still write: wait for it,
+                    await asyncio.wait([flush])  # or the run's merge would miss those rows
                 self.store.write(self.buffer.take())
 
     async def _scrape(self, session: aiohttp.ClientSession, source: ScrapeSource) -> None:
