@@ -71,7 +71,7 @@ class Engine:
         self.profile = profile
         self.kv = KVCache(profile.kv_blocks, profile.block_size, prefix_caching)
         self._waiting: deque[_Sequence] = deque()
-        self._running: dict[str, _Sequence] = {}  # in batch order
+        self._running: list[_Sequence] = []  # in batch order
         self._known: dict[str, _Sequence] = {}
         self._steps = 0
         self._places = 0
@@ -134,9 +134,10 @@ class Engine:
         seq = self._known.get(request_id)
         if seq is None:
             return False
-        if self._running.pop(request_id, None) is not None:
+        if seq.synced >= 0 or seq in self._running:
             if seq.synced >= 0:
                 self._decoding.leave(seq, self._steps, self.kv)
+            self._running.remove(seq)
         else:
             self._waiting.remove(seq)
         self._retire(seq)
@@ -186,7 +187,7 @@ class Engine:
         if members and dec.next_end() == step:
             for seq in dec.pop_ends(step):
                 finished.append(seq.request.request_id)
-                del running[seq.request.request_id]
+                running.remove(seq)
                 dec.leave(seq, after, kv)
                 self._retire(seq)
         started: dict[str, int] = {}
@@ -202,7 +203,7 @@ class Engine:
                 started[request.request_id] = seq.place
                 if seq.generated == request.output_tokens:
                     finished.append(request.request_id)
-                    del running[request.request_id]
+                    running.remove(seq)
                     self._retire(seq)
                 else:
                     dec.join(seq, after)
@@ -271,7 +272,7 @@ class Engine:
             self._grow(step, last + 1 - step)
             step = last + 1
             for seq in seqs:
-                del running[seq.request.request_id]
+                running.remove(seq)
                 dec.leave(seq, step, kv)
                 self._retire(seq)
         if end > step:
@@ -296,9 +297,9 @@ class Engine:
         if dec.members:
             return False  # one is still prefilling
         last = self._steps - 1
-        if any(seq.last != last for seq in self._running.values()):
+        if any(seq.last != last for seq in self._running):
             return False
-        for seq in self._running.values():
+        for seq in self._running:
             dec.join(seq, self._steps)
         return True
 
@@ -306,7 +307,7 @@ class Engine:
         """``step()``, reported as a run's first step: who started and stopped producing tokens."""
         self._settle()
         last = self._steps - 1
-        before = {rid for rid, seq in self._running.items() if seq.last == last}
+        before = {seq.request.request_id for seq in self._running if seq.last == last}
         result, scheduled = self._step()
         emitted = result.emitted
         started = {s.request.request_id: s.place for s, _ in scheduled if s.request.request_id in emitted}
@@ -375,7 +376,7 @@ class Engine:
         """Take every sequence out of the decode set, its progress written back into it."""
         dec = self._decoding
         if dec.members:
-            for seq in self._running.values():
+            for seq in self._running:
                 if seq.synced >= 0:
                     dec.leave(seq, self._steps, self.kv)
             assert dec.members == 0 and dec.growth.private == 0
@@ -414,8 +415,9 @@ class Engine:
                 emitted[seq.request.request_id] = 1
                 if seq.generated == seq.request.output_tokens:
                     finished.append(seq.request.request_id)
-                    del self._running[seq.request.request_id]
                     self._retire(seq)
+        if finished:
+            self._running = [s for s in self._running if s.generated < s.request.output_tokens]
         result = StepResult(
             duration=duration,
             emitted=emitted,
@@ -432,15 +434,12 @@ class Engine:
         return result, scheduled
 
     def _schedule_running(self, budget: int, scheduled: list, preempted: list[str]) -> int:
-        running = list(self._running.values())
-        index, end = 0, len(running)
-        while index < end and budget > 0:
-            seq = running[index]
+        index = 0
+        while index < len(self._running) and budget > 0:
+            seq = self._running[index]
             n = min(seq.total - seq.computed, budget)
             while not self.kv.grow(seq.alloc, seq.computed + n):
-                end -= 1
-                victim = running[end]
-                del self._running[victim.request.request_id]
+                victim = self._running.pop()
                 self._preempt(victim)
                 preempted.append(victim.request.request_id)
                 if victim is seq:
@@ -467,7 +466,7 @@ class Engine:
                     cached[request.request_id] = seq.computed
             seq.place = self._places
             self._places += 1
-            running[request.request_id] = seq
+            running.append(seq)
             n = min(total - seq.computed, budget)
             scheduled.append((seq, n))
             budget -= n
