@@ -24,9 +24,10 @@ def _summary(cpu: dict | None) -> dict:
     return summary
 
 
-def _cpu(client: float, busy: float, cpus: int = 2, processes: int = 1) -> dict:
+def _cpu(client: float, busy: float, cpus: int = 2, processes: int = 1, saturated: int = 0) -> dict:
     return {"cpus": cpus, "client_processes": processes, "client_cores": client, "machine_busy_cores": busy,
-            "other_cores": busy - client}  # fmt: skip
+            "other_cores": busy - client, "seconds": 10, "saturated_seconds": saturated,
+            "busiest_second_cores": max(busy, 1.9 if saturated else busy)}  # fmt: skip
 
 
 def test_a_starved_client_is_told_apart_from_an_overloaded_one():
@@ -37,8 +38,10 @@ def test_a_starved_client_is_told_apart_from_an_overloaded_one():
     assert "the load generator is the bottleneck" in overloaded and "add workers" in overloaded
     [two] = diagnose(_summary(_cpu(client=1.9, busy=1.95, processes=2)))
     assert "the load generator is the bottleneck" in two and "in 2 processes" in two
+    [moments] = diagnose(_summary(_cpu(client=0.02, busy=1.4, saturated=3)))  # an engine's busy bursts
+    assert "saturated by other processes (in 3 of 10 seconds" in moments and "add workers" not in moments
     [bursts] = diagnose(_summary(_cpu(client=0.2, busy=0.6)))
-    assert "without being short of CPU" in bursts
+    assert "without being short of CPU" in bursts and "add workers" not in bursts
     [unknown] = diagnose(_summary(None))
     assert "not measured" in unknown
 
@@ -50,7 +53,7 @@ def test_a_run_records_its_own_and_the_machines_cpu(zero_server, scenario_for, r
     spin = "import time\nend = time.monotonic() + 8\nwhile time.monotonic() < end: pass\n"
     hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(cpus)]
     try:
-        result = run(scenario_for(zero_server.url, load={"rate": 5, "duration": "2s"}), tmp_path / "run")
+        result = run(scenario_for(zero_server.url, load={"rate": 5, "duration": "3s"}), tmp_path / "run")
     finally:
         for hog in hogs:
             hog.kill()
@@ -60,3 +63,5 @@ def test_a_run_records_its_own_and_the_machines_cpu(zero_server, scenario_for, r
     assert cpu["machine_busy_cores"] >= 0.8 * cpus  # the hogs
     assert cpu["client_cores"] < 0.5  # 5 requests a second cost the client little
     assert cpu["other_cores"] == pytest.approx(cpu["machine_busy_cores"] - cpu["client_cores"], abs=0.01)
+    assert cpu["seconds"] >= 2 and cpu["saturated_seconds"] >= 1  # the hogs, second by second
+    assert cpu["busiest_second_cores"] >= 0.9 * cpus

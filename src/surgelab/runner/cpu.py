@@ -5,16 +5,21 @@ processes help) or starved by other processes on the same machine (an inference 
 the same host busy-polls a core): the two call for opposite fixes, and only the CPU accounts
 tell them apart. The counters are read at the start and the end of a run: the process's own
 CPU time (worker processes included once they have been waited for) and, on Linux, the
-machine's busy and total time from ``/proc/stat``.
+machine's busy and total time from ``/proc/stat``. A run's average can hide the moments that
+matter (an engine's busy bursts), so the machine is also read once a second, from a thread
+of its own: a starved event loop would sample late exactly when it counts.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
-__all__ = ["cpu_counters", "cpu_usage"]
+__all__ = ["CpuWatch", "cpu_counters", "cpu_usage"]
+
+SATURATED = 0.9  # a second with this share of every core busy left no room for the client
 
 _PROC_STAT = "/proc/stat"
 
@@ -34,7 +39,7 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 
 def cpu_counters() -> dict[str, Any]:
-    """The counters now, as plain numbers (they are kept in run.json until the run ends)."""
+    """The counters now, as plain numbers."""
     times = os.times()
     machine = _machine_ticks()
     return {
@@ -66,3 +71,50 @@ def cpu_usage(start: dict[str, Any], end: dict[str, Any], processes: int = 1) ->
             usage["machine_busy_cores"] = round(busy, 3)
             usage["other_cores"] = round(max(busy - client, 0.0), 3)
     return usage
+
+
+class CpuWatch:
+    """The run's CPU accounts, start to end, with the machine's busy cores second by second.
+
+    ``with CpuWatch(processes) as cpu: … cpu.usage()``: the block for run.json (``cpu_usage``'s,
+    plus the busiest second and how many seconds were saturated).
+    """
+
+    def __init__(self, processes: int = 1, interval_s: float = 1.0) -> None:
+        self.processes, self.interval_s = processes, interval_s
+        self.seconds: list[float] = []  # the machine's busy cores in each interval
+        self._start = cpu_counters()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="surgelab-cpu", daemon=True)
+
+    def __enter__(self) -> CpuWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def _sample(self) -> None:
+        cpus = os.cpu_count() or 1
+        last = _machine_ticks()
+        while last is not None and not self._done.wait(self.interval_s):
+            now = _machine_ticks()
+            if now is None:
+                return
+            if now[1] > last[1]:
+                self.seconds.append((now[0] - last[0]) / (now[1] - last[1]) * cpus)
+            last = now
+
+    def usage(self) -> dict[str, Any] | None:
+        """Stop watching and say what was seen."""
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(self.interval_s * 2)
+        usage = cpu_usage(self._start, cpu_counters(), self.processes)
+        if usage is not None and self.seconds:
+            usage.update(
+                seconds=len(self.seconds),
+                busiest_second_cores=round(max(self.seconds), 3),
+                saturated_seconds=sum(1 for busy in self.seconds if busy >= SATURATED * usage["cpus"]),
+            )
+        return usage

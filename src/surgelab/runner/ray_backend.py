@@ -23,6 +23,7 @@ from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.metrics.record import RECORD_SCHEMA
 from surgelab.metrics.store import RecordStore, read_records
+from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
@@ -105,32 +106,33 @@ async def run_on_ray(
     actor_class = ray.remote(num_cpus=0)(_ShardActor)
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
     scenario = await with_tokenizer(with_salt(scenario), api_key)
-    run_dir, _, info = prepare(scenario, run_dir, workers)
-    await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing
-    offsets = [await _offset(actor) for actor in actors]
-    start_wall = time.time_ns() + int(start_delay_s * SECOND)
-    t0 = time.perf_counter_ns() + (start_wall - time.time_ns())
-    info.update(workers=workers, ray={"address": address, "nodes": offsets})
-    data = scenario.model_dump(mode="json", by_alias=True)
-    pending = [actor.run.remote(data, k, workers, start_wall, api_key) for k, actor in enumerate(actors)]
-    results: list[dict[str, Any]] = []
-    try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
-            results += [await ref for ref in done]
-            if on_tick is not None and pending:
-                snaps = [s for s in ray.get([a.snapshot.remote() for a in actors]) if s]
-                if snaps:
-                    on_tick(merge_snapshots([LiveSnapshot(**s) for s in snaps]))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        for actor in actors:
-            actor.stop.remote()
-        results += ray.get(pending)
-        raise
-    for k, result in enumerate(results):
-        table = pa.ipc.open_stream(result["records"]).read_all()
-        RecordStore(run_dir, worker=k).write(table)
-    reasons = [r["reason"] for r in results if r["reason"] != "completed"]
-    stops = [r["at_ns"] for r in results if r["at_ns"] is not None]
-    reason, stop_at = (reasons[0] if reasons else "completed"), (min(stops) if stops else None)
-    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0)
+    with CpuWatch(workers) as cpu:
+        run_dir, _, info = prepare(scenario, run_dir, workers)
+        await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing
+        offsets = [await _offset(actor) for actor in actors]
+        start_wall = time.time_ns() + int(start_delay_s * SECOND)
+        t0 = time.perf_counter_ns() + (start_wall - time.time_ns())
+        info.update(workers=workers, ray={"address": address, "nodes": offsets})
+        data = scenario.model_dump(mode="json", by_alias=True)
+        pending = [actor.run.remote(data, k, workers, start_wall, api_key) for k, actor in enumerate(actors)]
+        results: list[dict[str, Any]] = []
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+                results += [await ref for ref in done]
+                if on_tick is not None and pending:
+                    snaps = [s for s in ray.get([a.snapshot.remote() for a in actors]) if s]
+                    if snaps:
+                        on_tick(merge_snapshots([LiveSnapshot(**s) for s in snaps]))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            for actor in actors:
+                actor.stop.remote()
+            results += ray.get(pending)
+            raise
+        for k, result in enumerate(results):
+            table = pa.ipc.open_stream(result["records"]).read_all()
+            RecordStore(run_dir, worker=k).write(table)
+        reasons = [r["reason"] for r in results if r["reason"] != "completed"]
+        stops = [r["at_ns"] for r in results if r["at_ns"] is not None]
+        reason, stop_at = (reasons[0] if reasons else "completed"), (min(stops) if stops else None)
+        return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0, cpu)

@@ -22,7 +22,7 @@ from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
 from surgelab.runner.closed_loop import run_closed_loop
-from surgelab.runner.cpu import cpu_counters, cpu_usage
+from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
@@ -145,13 +145,12 @@ def prepare(scenario: Scenario, run_dir: Path, workers: int = 1) -> tuple[Path, 
 
     The scenario must already carry its prompt salt (``with_salt``), so that every process of
     the run and the saved ``scenario.yaml`` agree on the prompts. ``run.json`` records the
-    context the summary reports: the CPU counters at the start and this machine's calibrated
-    client headroom for ``workers`` processes.
+    context the summary reports: this machine's calibrated client headroom for ``workers``
+    processes (and, from ``finish``, the run's CPU use).
     """
     run_dir = prepare_run_dir(run_dir, scenario)
     plans = plan_phases(scenario)
     info = run_info(plans)
-    info["cpu_start"] = cpu_counters()  # replaced by the run's CPU use ("cpu") when it ends
     info["client"] = client_headroom(scenario, workers)
     write_run_info(run_dir, info)
     return run_dir, plans, info
@@ -163,14 +162,21 @@ def pool_size(plans: list[PhasePlan]) -> int:
 
 
 def finish(
-    scenario: Scenario, run_dir: Path, info: dict[str, Any], stop_reason: str, stop_at_ns: int | None, wall_ns: int
+    scenario: Scenario,
+    run_dir: Path,
+    info: dict[str, Any],
+    stop_reason: str,
+    stop_at_ns: int | None,
+    wall_ns: int,
+    cpu: CpuWatch | None = None,
 ) -> RunResult:
-    """Record how the run ended, merge what every writer left, summarise, and write ``summary.json``."""
+    """Record how the run ended (and, from ``cpu``, its CPU use), merge what every writer left,
+    summarise, and write ``summary.json``."""
     run_end_ns = int(info["planned_duration_s"] * SECOND)
     stopped_at = min(stop_at_ns, run_end_ns) if stop_at_ns is not None else run_end_ns
     info.update(stop_reason=stop_reason, stopped_at_s=stopped_at / SECOND, wall_s=wall_ns / SECOND)
-    if "cpu_start" in info:
-        info["cpu"] = cpu_usage(info.pop("cpu_start"), cpu_counters(), int(info.get("workers", 1)))
+    if cpu is not None:
+        info["cpu"] = cpu.usage()
     write_run_info(run_dir, info)
     return RunResult(run_dir=run_dir, summary=write_summary(scenario, run_dir, info), stop_reason=stop_reason)
 
@@ -239,11 +245,12 @@ async def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
     scenario = await with_tokenizer(with_salt(scenario), api_key)
-    run_dir, plans, info = prepare(scenario, run_dir)
-    ex, _ = await run_shard(
-        scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
-        handle_signals=handle_signals, observers=observers, keep_text=keep_text,
-    )  # fmt: skip
-    if ex.router is not None:
-        info["routing"] = ex.router.report()
-    return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock())
+    with CpuWatch() as cpu:
+        run_dir, plans, info = prepare(scenario, run_dir)
+        ex, _ = await run_shard(
+            scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
+            handle_signals=handle_signals, observers=observers, keep_text=keep_text,
+        )  # fmt: skip
+        if ex.router is not None:
+            info["routing"] = ex.router.report()
+        return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock(), cpu)

@@ -22,6 +22,7 @@ from typing import Any
 from surgelab.aio import run_async
 from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
+from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
 from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, telemetry_scraper, with_salt
@@ -96,79 +97,80 @@ async def run_with_workers(
 ) -> RunResult:
     """Run ``scenario`` split over ``workers`` processes; the result is that of one run."""
     scenario = await with_tokenizer(with_salt(scenario), api_key)
-    run_dir, plans, info = prepare(scenario, run_dir, workers)
-    info["workers"] = workers
-    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets
-    messages, stop, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)
-    data = scenario.model_dump(mode="json", by_alias=True)
-    processes = [
-        ctx.Process(
-            target=_worker_main, args=(data, str(run_dir), k, workers, start, go, api_key, messages, stop), daemon=True
-        )
-        for k in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    await _wait_ready(messages, processes)
-    # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
-    t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
-    start.value = t0
-    go.set()
-    scraper = telemetry_scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
-    scrape_task = asyncio.create_task(scraper.run()) if scraper is not None else None
-    reason: str | None = None
-    stop_at: int | None = None
-
-    def request_stop(why: str) -> None:
-        nonlocal reason, stop_at
-        if reason is None:
-            reason, stop_at = why, time.perf_counter_ns() - t0
-        stop.set()
-
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-    for sig in signals:
-        loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
-    latest: dict[int, LiveSnapshot] = {}
-    done: dict[int, dict[str, Any]] = {}
-    last_tick = 0.0
-    try:
-        while len(done) < workers:
-            try:
-                kind, index, payload = messages.get_nowait()
-            except queue.Empty:
-                if all(not p.is_alive() for p in processes) and messages.empty():
-                    break  # a worker died without saying so: what it flushed is still on disk
-                await asyncio.sleep(_POLL_S / 2)
-                continue
-            if kind == "tick":
-                latest[index] = LiveSnapshot(**payload)
-            elif kind == "stop":
-                request_stop(payload)
-            elif kind == "done":
-                done[index] = payload
-            if latest and time.monotonic() - last_tick >= 0.5:
-                last_tick = time.monotonic()
-                snapshot = merge_snapshots(list(latest.values()))
-                if on_tick is not None:
-                    on_tick(snapshot)
-                for observer in observers:
-                    observer.update(snapshot)
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        stop.set()
+    with CpuWatch(workers) as cpu:
+        run_dir, plans, info = prepare(scenario, run_dir, workers)
+        info["workers"] = workers
+        ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets
+        messages, stop, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)
+        data = scenario.model_dump(mode="json", by_alias=True)
+        processes = [
+            ctx.Process(
+                target=_worker_main, args=(data, str(run_dir), k, workers, start, go, api_key, messages, stop), daemon=True
+            )
+            for k in range(workers)
+        ]
         for process in processes:
-            await asyncio.to_thread(process.join, 30)
-            if process.is_alive():
-                process.kill()
-        if scrape_task is not None:
-            scrape_task.cancel()
-            await asyncio.gather(scrape_task, return_exceptions=True)
-    missing = [k for k in range(workers) if k not in done]
-    if reason is None:
-        reasons = [d["reason"] for d in done.values() if d["reason"] != "completed"]
-        reason = reasons[0] if reasons else ("completed" if not missing else f"worker(s) {missing} ended without finishing")
-        stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
-        stop_at = min(stops) if stops else None
-    return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0)
+            process.start()
+        await _wait_ready(messages, processes)
+        # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
+        t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
+        start.value = t0
+        go.set()
+        scraper = telemetry_scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
+        scrape_task = asyncio.create_task(scraper.run()) if scraper is not None else None
+        reason: str | None = None
+        stop_at: int | None = None
+
+        def request_stop(why: str) -> None:
+            nonlocal reason, stop_at
+            if reason is None:
+                reason, stop_at = why, time.perf_counter_ns() - t0
+            stop.set()
+
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
+        latest: dict[int, LiveSnapshot] = {}
+        done: dict[int, dict[str, Any]] = {}
+        last_tick = 0.0
+        try:
+            while len(done) < workers:
+                try:
+                    kind, index, payload = messages.get_nowait()
+                except queue.Empty:
+                    if all(not p.is_alive() for p in processes) and messages.empty():
+                        break  # a worker died without saying so: what it flushed is still on disk
+                    await asyncio.sleep(_POLL_S / 2)
+                    continue
+                if kind == "tick":
+                    latest[index] = LiveSnapshot(**payload)
+                elif kind == "stop":
+                    request_stop(payload)
+                elif kind == "done":
+                    done[index] = payload
+                if latest and time.monotonic() - last_tick >= 0.5:
+                    last_tick = time.monotonic()
+                    snapshot = merge_snapshots(list(latest.values()))
+                    if on_tick is not None:
+                        on_tick(snapshot)
+                    for observer in observers:
+                        observer.update(snapshot)
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            stop.set()
+            for process in processes:
+                await asyncio.to_thread(process.join, 30)
+                if process.is_alive():
+                    process.kill()
+            if scrape_task is not None:
+                scrape_task.cancel()
+                await asyncio.gather(scrape_task, return_exceptions=True)
+        missing = [k for k in range(workers) if k not in done]
+        if reason is None:
+            reasons = [d["reason"] for d in done.values() if d["reason"] != "completed"]
+            reason = reasons[0] if reasons else ("completed" if not missing else f"worker(s) {missing} ended without finishing")
+            stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
+            stop_at = min(stops) if stops else None
+        return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0, cpu)

@@ -63,18 +63,21 @@ def _lag_culprit(cpu: dict[str, Any] | None) -> str:
     client, busy, cpus = cpu["client_cores"], cpu.get("machine_busy_cores"), cpu["cpus"]
     each = client / max(cpu.get("client_processes", 1), 1)  # one process uses one core at most
     used = f"surgelab used {client:.2f} of a core" + (f" in {cpu['client_processes']} processes" if each != client else "")
-    if busy is not None and busy >= 0.85 * cpus and each < 0.7:
-        return (
-            f"the machine was saturated by other processes ({busy:.1f} of {cpus} cores busy, {used}): the client was "
-            "starved, not overloaded — give it a machine or a core of its own (a server on the same host competes "
-            "for the CPU), or lower the rate"
-        )
     if each >= 0.7:
         return f"the load generator is the bottleneck, not the server ({used}) — add workers or lower the rate"
-    machine = f", {busy:.1f} of {cpus} cores busy" if busy is not None else ""
+    saturated, seconds = cpu.get("saturated_seconds") or 0, cpu.get("seconds")
+    if busy is not None and (busy >= 0.85 * cpus or saturated):
+        when = f"in {saturated} of {seconds} seconds" if seconds and busy < 0.85 * cpus else f"{busy:.1f} of {cpus} cores busy"
+        return (
+            f"the machine was saturated by other processes ({when}; {used}): the client was starved, not "
+            "overloaded — give it a machine or a core of its own (a server on the same host competes for the CPU), "
+            "or lower the rate"
+        )
+    machine = f"; {busy:.1f} of {cpus} cores busy on average" if busy is not None else ""
+    busiest = f", {cpu['busiest_second_cores']:.1f} at the busiest second" if cpu.get("busiest_second_cores") else ""
     return (
-        f"the client fell behind without being short of CPU on average ({used}{machine}): short bursts — "
-        "look at the lag over time in the report, or add workers"
+        f"the client fell behind in short bursts without being short of CPU ({used}{machine}{busiest}): "
+        "look at the lag over time in the report; more workers help only when the client's own CPU is the limit"
     )
 
 
