@@ -232,8 +232,9 @@ class _Summary:
     def __init__(self, chunks: Iterator[np.ndarray], n: int, scale: float) -> None:
         self.n, self.scale = n, scale
         self._chunks, self._pending = chunks, np.zeros(0, dtype=np.int32)
-        self._values, self._counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self._leaves: list[tuple[np.ndarray, np.ndarray]] = []  # each leaf's value counts, merged once at the end
         self.total = float(self._pairwise(n)) if n else 0.0
+        self._values, self._counts = self._merged()
 
     def f(self, x: np.ndarray) -> np.ndarray:
         return x.astype(np.float64) / _US * self.scale
@@ -246,22 +247,29 @@ class _Summary:
         return left + self._pairwise(n - half)
 
     def _take(self, n: int) -> np.ndarray:
-        parts, have = [self._pending], self._pending.size
+        """The next ``n`` gaps: views into the chunks (copied only where a leaf spans two), never the rest
+        of a chunk again (joining it for every leaf made a batch of millions of gaps quadratic)."""
+        parts, have = [], 0
         while have < n:
-            chunk = next(self._chunks)
-            parts.append(chunk)
-            have += chunk.size
-        joined = np.concatenate(parts)
-        taken, self._pending = joined[:n], joined[n:]
-        self._count(taken)
+            if not self._pending.size:
+                self._pending = next(self._chunks)
+            part = self._pending[: n - have]
+            self._pending = self._pending[part.size :]
+            parts.append(part)
+            have += part.size
+        taken = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self._leaves.append(np.unique(taken, return_counts=True))
         return taken
 
-    def _count(self, x: np.ndarray) -> None:
-        values, counts = np.unique(x, return_counts=True)
-        merged, inverse = np.unique(np.concatenate([self._values, values]), return_inverse=True)
-        self._counts = np.bincount(inverse, weights=np.concatenate([self._counts, counts]), minlength=merged.size)
-        self._counts = self._counts.astype(np.int64)
-        self._values = merged
+    def _merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every leaf's value counts added up: distinct values, sorted, and how often each came."""
+        if not self._leaves:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        values = np.concatenate([v for v, _ in self._leaves])
+        counts = np.concatenate([c for _, c in self._leaves])
+        self._leaves = []
+        merged, inverse = np.unique(values, return_inverse=True)
+        return merged, np.bincount(inverse, weights=counts, minlength=merged.size).astype(np.int64)
 
     def order_statistics(self, ranks: np.ndarray) -> np.ndarray:
         """The values at 0-based ``ranks`` of the sorted stream, as floats."""
