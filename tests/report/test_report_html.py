@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,25 @@ def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browse
     assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
     assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
     assert charts["chart-load"]["points"][0] > 0  # a simulated run has the same run sections
+
+
+def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_path, surgelab_cli, browser):
+    """A server that counts more tokens than surgelab meant (its BPE and chat template, no /tokenize)."""
+    pytest.importorskip("tokenizers")
+    from surgelab.process import ListeningChild
+
+    cmd = [sys.executable, "-m", "surgelab.testing.tokenizing_server", "--port", "0", "--dialect", "none"]
+    with ListeningChild(cmd, label="the tokenizing server", startup_timeout=30) as server:
+        out = tmp_path / "run"
+        done = surgelab_cli("run", "--url", server.root_url + "/v1", "--model", "m", "--rate", "10", "--duration",
+                            "1s", "--prompt-tokens", "64", "--max-tokens", "4", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    [warning] = summary["warnings"]
+    assert warning.startswith("prompts arrived") and summary["prompt_lengths"]["ratio"] > 1.5
+    assert "warning: prompts arrived" in " ".join(done.stdout.split())
+    page = browser(offline=True).new_page()
+    page.goto((out / "report.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    shown = page.inner_text("p.warn")
+    assert shown == "Warning: " + warning and page.is_visible("p.warn")
