@@ -49,6 +49,7 @@ class _State:
     sent: int = 0
     failed: int = 0
     lost: int = 0
+    streak_requests: int = 0  # requests failed in the current streak: lost if it ends in removal
     rerouted: int = 0  # requests that came here because their own target was down
     switchovers: list[float] = field(default_factory=list)  # first failure → removal, seconds
 
@@ -97,13 +98,15 @@ class Router:
         state.passes = 0
         if state.up and state.failures >= self.health.failures:
             state.up = False
+            state.lost += state.streak_requests
+            state.streak_requests = 0
             now = self._now()
             state.switchovers.append(now - (state.streak_started_s or now))
             self.events.append(RouteEvent(now, name, "down", reason))
 
     def _success(self, name: str, from_check: bool) -> None:
         state = self.state[name]
-        state.failures = 0
+        state.failures = state.streak_requests = 0
         if state.up:
             return
         if from_check:
@@ -121,8 +124,10 @@ class Router:
                 self._success(name, from_check=False)
             return
         state.failed += 1
-        if state.failures > 0 or not state.up or self.health.failures == 1:
-            state.lost += 1
+        if state.up:
+            state.streak_requests += 1  # lost only if this streak takes the target out
+        else:
+            state.lost += 1  # in flight when it was taken out
         self._failure(name, f"request failed: {(error or '')[:120]}")
 
     async def check_forever(self) -> None:
