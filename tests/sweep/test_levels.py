@@ -88,3 +88,23 @@ def test_sweep_json_round_trip_and_bad_files(tmp_path):
     for path, message in ((tmp_path / "missing.json", "not found"), (tmp_path / "bad.json", "schema version")):
         with pytest.raises(ValueError, match=message):
             read_sweep(path)
+
+
+def test_batch_speedup_is_the_seeds_ratio_and_sits_beside_the_throughput_gain():
+    # Seed 002's toy service: latency(c) = 0.05 s ÷ log2(c + 1) up to 80 concurrent, so its batch
+    # speedup (single-request latency ÷ latency at the level) is log2(c + 1), 6.34 at 80.
+    import math
+
+    def latency_ms(c):
+        return max(50 / math.log2(c + 1), 5.0)
+
+    rows = []
+    for i, c in enumerate([1, 10, 40, 80]):
+        r = row(i, c, c / latency_ms(c) * 1000)
+        r.latency_ms["e2e"]["p50"] = latency_ms(c)
+        rows.append(r)
+    result = SweepResult("toy", "concurrency", "users", {}, {}, [], rows[::-1], "")
+    batch = {b["level"]: b for b in result.batch_speedup()}
+    assert batch[80]["speedup"] == pytest.approx(math.log2(81))
+    assert batch[80]["throughput_gain"] == pytest.approx(10143.8 / 20, rel=1e-4)
+    assert batch[1] == {"level": 1, "speedup": 1.0, "throughput_gain": 1.0}

@@ -24,6 +24,7 @@ def _root() -> None:
 
 # Command modules register themselves on import; one line each.
 from surgelab.cli import commands_demo  # noqa: E402,F401,I001
+from surgelab.cli import commands_memory  # noqa: E402,F401,I001
 from surgelab.cli import commands_plan  # noqa: E402,F401,I001
 from surgelab.cli import commands_providers  # noqa: E402,F401,I001
 from surgelab.cli import commands_proxy  # noqa: E402,F401,I001

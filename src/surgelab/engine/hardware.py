@@ -46,17 +46,21 @@ class Model:
     layers: int
     kv_heads: int
     head_dim: int
-    dtype_bytes: int = 2
+    dtype_bytes: float = 2
+    """Bytes per weight: 2 for FP16/BF16, 1 for FP8/INT8, 0.5 for INT4."""
     max_model_len: int = 8192
     source: str = ""
+    kv_dtype_bytes: float | None = None
+    """Bytes per KV-cache element when it differs from the weights' (an FP8 KV cache)."""
 
     @property
     def weight_bytes(self) -> float:
         return self.params * self.dtype_bytes
 
     @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+    def kv_bytes_per_token(self) -> float:
+        kv_bytes = self.dtype_bytes if self.kv_dtype_bytes is None else self.kv_dtype_bytes
+        return 2 * self.layers * self.kv_heads * self.head_dim * kv_bytes
 
 
 @dataclass(frozen=True)

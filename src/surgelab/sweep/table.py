@@ -60,6 +60,13 @@ def sweep_table(result: SweepResult) -> Table:
 def print_sweep(result: SweepResult, console: Console) -> None:
     console.print(sweep_table(result))
     console.print(f"stop: {result.stop_reason}", highlight=False)
+    batch = result.batch_speedup()
+    if len(batch) > 1:
+        pairs = ", ".join(f"{b['level']:g} → {b['speedup']:.2f}× / {b['throughput_gain']:.2f}×" for b in batch)
+        console.print(
+            f"batch speedup (E2E P50 at {batch[0]['level']:g} ÷ at the level) / throughput gain: {pairs}",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
     console.print(f"knee: {result.knee.get('reason', 'not computed')}", highlight=False, soft_wrap=True)
     cap = result.sla_capacity
     if cap is None:
