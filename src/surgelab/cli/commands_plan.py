@@ -118,7 +118,14 @@ def plan(
     out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml and alerts.yaml here."),
     deployment: str = typer.Option("inference", help="HPA: the Deployment to scale."),
     namespace: str | None = typer.Option(None, help="HPA: namespace."),
-    hpa_metric: str = typer.Option("inflight", help="HPA metric: inflight (requests running per pod) or rps."),
+    hpa_metric: str = typer.Option(
+        "inflight", help="HPA metric: inflight (requests running per pod), rps, queue (requests waiting) or gpu (DCGM utilisation)."
+    ),
+    hpa_target: float | None = typer.Option(
+        None, help="HPA: average per pod (default: measured at the SLA level × safety; gpu: 80 percent)."
+    ),
+    scale_up_window: str = typer.Option("0s", help="HPA: scale-up stabilisation window."),
+    scale_down_window: str = typer.Option("5m", help="HPA: scale-down stabilisation window (against flapping)."),
     hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
     min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
     queue_model: str | None = typer.Option(
@@ -136,14 +143,17 @@ def plan(
     if queue_model is not None:
         _queueing(queue_model, rate, service_time, servers, target_wait, console)
         return
-    from surgelab.plan.capacity import capacity_from_sweep, plan_capacity
+    from surgelab.plan.capacity import capacity_from_sweep, plan_capacity, waiting_at
     from surgelab.plan.fleet import FleetInputs
     from surgelab.plan.forecast import PeakError, peak_from
+    from surgelab.plan.k8s import HPA_METRICS
     from surgelab.plan.render import print_plan
     from surgelab.sweep import SweepFileError, read_sweep
 
-    if hpa_metric not in ("inflight", "rps"):
-        raise fail(f"--hpa-metric: expected inflight or rps, got {hpa_metric!r}")
+    if hpa_metric not in HPA_METRICS:
+        raise fail(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {hpa_metric!r}")
+    windows = (int(seconds_option(scale_up_window, "--scale-up-window") or 0),
+               int(seconds_option(scale_down_window, "--scale-down-window") or 0))  # fmt: skip
     if peak is None:
         raise fail("--peak is required: the forecast peak in req/s, or a scenario or trace file")
     if (sweep_file is None) == (capacity is None):
@@ -153,7 +163,7 @@ def plan(
     except PeakError as exc:
         raise fail(str(exc)) from None
     used_slo = threshold_options(slo or [], "--slo")
-    sweep_result, in_flight, source = None, None, "given with --capacity"
+    sweep_result, in_flight, waiting, source = None, None, None, "given with --capacity"
     if sweep_file is not None:
         try:
             sweep_result = read_sweep(sweep_file)
@@ -162,6 +172,7 @@ def plan(
         except (SweepFileError, ValueError) as exc:
             raise fail(str(exc).splitlines()[0]) from None
         capacity, in_flight = cap["requests_per_s"], cap.get("mean_in_flight")
+        waiting = waiting_at(sweep_result, cap["index"])
         used_slo = [Threshold(expr=e) for e in cap["slo"]]
         source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
     assert capacity is not None
@@ -171,17 +182,19 @@ def plan(
     )  # fmt: skip
     if inputs.problems():
         raise fail("; ".join(inputs.problems()))
-    result = plan_capacity(inputs, source, in_flight, sweep_result)
+    result = plan_capacity(inputs, source, in_flight, sweep_result, waiting)
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
     if out is not None:
         from surgelab.plan.artefacts import write_artefacts
 
         try:
-            write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas)
+            write_artefacts(
+                out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, hpa_target, windows
+            )
         except ValueError as exc:
             raise fail(str(exc)) from None
-        console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
+        console.print(f"wrote {out}/plan.json, hpa.yaml, adapter.yaml, alerts.yaml", highlight=False, soft_wrap=True)
 
 
 def _queueing(

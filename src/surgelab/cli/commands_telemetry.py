@@ -44,11 +44,20 @@ def alerts(
     near_knee: float = typer.Option(0.8, help="Alert when throughput passes this share of the knee."),
     for_minutes: int = typer.Option(5, help="How long a condition must hold."),
     vllm: bool = typer.Option(False, "--vllm", help="Also rules on a vLLM-compatible server's own metrics."),
+    rule: list[str] | None = typer.Option(
+        None, "--rule", help="A rule as said: 'p90(e2e) > 1.5s for 5m', 'error_rate > 1% for 5m', 'queue > 10 for 2m', "
+        "'gpu_util > 90% for 15m' (repeatable).",
+    ),
+    source: str = typer.Option("client", help="--rule latencies and errors from: client (surgelab's exporter) or server (vLLM's)."),
+    window: str = typer.Option("5m", help="--rule: the rate window of latencies and errors."),
     out: Path | None = typer.Option(None, help="Write the rules YAML here (default: print it)."),
 ) -> None:
     """Prometheus alert rules: P99 above the SLO, error rate, a client falling behind, traffic near the knee."""
+    from surgelab.telemetry.alert_expr import alert_rule, parse_alert
     from surgelab.telemetry.alerts import alert_rules
 
+    if source not in ("client", "server"):
+        raise fail(f"--source: expected client or server, got {source!r}")
     try:
         rules = alert_rules(
             ttft_p99_s=parse_duration(ttft_p99),
@@ -59,6 +68,8 @@ def alerts(
             for_minutes=for_minutes,
             vllm=vllm,
         )
+        parse_duration(window)
+        rules["groups"][0]["rules"] += [alert_rule(parse_alert(r), source, window) for r in rule or []]  # type: ignore[arg-type]
     except ValueError as exc:
         raise fail(str(exc)) from None
     _write(yaml.safe_dump(rules, sort_keys=False), out)

@@ -1,7 +1,10 @@
-"""Write a plan's files: ``plan.json``, ``hpa.yaml`` and ``alerts.yaml``, from the plan and the SLOs it used.
+"""Write a plan's files: ``plan.json``, ``hpa.yaml``, ``adapter.yaml`` and ``alerts.yaml``.
 
 The HPA's per-pod target is the value measured at the SLA-capacity level times the safety
 factor: requests in flight when the plan came from a sweep (``inflight``), else requests/s.
+On the queue or GPU utilisation the target is given (``target``), or for the queue the
+waiting requests the sweep scraped at that level; GPU utilisation defaults to 80 %, the
+trigger seed 002 names. ``adapter.yaml`` is the Prometheus adapter rule that serves the metric.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 
 from surgelab.conditions import Threshold
 from surgelab.plan.capacity import CapacityPlan
-from surgelab.plan.k8s import HpaSpec, alert_rules, dump_yaml, hpa_manifest
+from surgelab.plan.k8s import HPA_METRICS, HpaSpec, adapter_rules, alert_rules, dump_yaml, hpa_manifest
 
 __all__ = ["write_artefacts"]
 
@@ -26,29 +29,54 @@ def write_artefacts(
     metric: str = "inflight",
     metric_name: str | None = None,
     min_replicas: int | None = None,
+    target: float | None = None,
+    windows: tuple[int, int] = (0, 300),
 ) -> list[Path]:
-    """Write the three files into ``out`` (created); ValueError for unusable settings, before writing."""
-    if metric not in ("inflight", "rps"):
-        raise ValueError(f"--hpa-metric: expected inflight or rps, got {metric!r}")
+    """Write the files into ``out`` (created); ValueError for unusable settings, before writing.
+
+    ``windows``: the scale-up and scale-down stabilisation windows, seconds.
+    """
+    if metric not in HPA_METRICS:
+        raise ValueError(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {metric!r}")
     fleet = plan.fleet
-    if metric == "inflight" and not plan.capacity_in_flight:
+    if metric == "inflight" and not plan.capacity_in_flight and target is None:
         metric = "rps"  # no in-flight figure without a sweep
-    per_pod = (plan.capacity_in_flight if metric == "inflight" else plan.capacity) or 0.0
     spec = HpaSpec(
         name=deployment,
         min_replicas=min_replicas if min_replicas is not None else 1 + fleet.inputs.spares,
         max_replicas=fleet.total,
         metric=metric,  # type: ignore[arg-type]
-        target=per_pod * fleet.inputs.safety,
+        target=target if target is not None else _measured_target(plan, metric),
         metric_name=metric_name,
         namespace=namespace,
+        scale_up_window_s=windows[0],
+        scale_down_window_s=windows[1],
     )
     hpa = hpa_manifest(spec)
     ttft = next((t.value for t in slos if t.metric == "ttft" and t.op in ("<", "<=")), None)
     rules = alert_rules(fleet.per_instance_target, plan.capacity, ttft)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "plan.json", out / "hpa.yaml", out / "alerts.yaml"]
+    paths = [out / "plan.json", out / "hpa.yaml", out / "alerts.yaml", out / "adapter.yaml"]
     paths[0].write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
     paths[1].write_text(dump_yaml(hpa), encoding="utf-8")
     paths[2].write_text(dump_yaml(rules), encoding="utf-8")
+    paths[3].write_text(dump_yaml(adapter_rules(spec)), encoding="utf-8")
     return paths
+
+
+def _measured_target(plan: CapacityPlan, metric: str) -> float:
+    """The per-pod target from what the plan measured, times the safety factor (GPU: seed 002's 80 %)."""
+    safety = plan.fleet.inputs.safety
+    if metric == "gpu":
+        return 80.0
+    if metric == "inflight":
+        return (plan.capacity_in_flight or 0.0) * safety
+    if metric == "rps":
+        return plan.capacity * safety
+    waiting = plan.waiting_at_capacity
+    if not waiting:
+        raise ValueError(
+            "--hpa-metric queue: the sweep scraped no waiting requests at the SLA level (run it with --scrape); "
+            "give --hpa-target, e.g. 4 waiting per pod"
+        )
+    return waiting * safety

@@ -18,7 +18,7 @@ from surgelab.plan.queueing import mmc
 from surgelab.sweep.capacity import sla_capacity
 from surgelab.sweep.result import SweepResult
 
-__all__ = ["CapacityPlan", "capacity_from_sweep", "mmc_check", "plan_capacity"]
+__all__ = ["CapacityPlan", "capacity_from_sweep", "mmc_check", "plan_capacity", "waiting_at"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class CapacityPlan:
     fleet: FleetPlan
     knee: dict[str, Any] | None
     mmc: dict[str, Any] | None
+    waiting_at_capacity: float | None = None  # mean requests waiting at the server at that level, if scraped
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,11 +82,18 @@ def mmc_check(sweep: SweepResult) -> dict[str, Any] | None:
     return out
 
 
+def waiting_at(sweep: SweepResult, index: int) -> float | None:
+    """Mean requests waiting at the server during level ``index``, when the sweep scraped them."""
+    row = next((r for r in sweep.levels if r.index == index), None)
+    return None if row is None else (row.telemetry.get("waiting") or {}).get("mean")
+
+
 def plan_capacity(
     inputs: FleetInputs,
     capacity_source: str,
     capacity_in_flight: float | None = None,
     sweep: SweepResult | None = None,
+    waiting: float | None = None,
 ) -> CapacityPlan:
     """Size the fleet and attach the sweep's knee and the M/M/c cross-check when there is a sweep."""
     return CapacityPlan(
@@ -95,4 +103,5 @@ def plan_capacity(
         fleet=size_fleet(inputs),
         knee=sweep.knee if sweep is not None else None,
         mmc=mmc_check(sweep) if sweep is not None else None,
+        waiting_at_capacity=waiting,
     )

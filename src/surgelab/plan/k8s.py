@@ -1,11 +1,14 @@
 """Ready-to-apply artefacts from a plan: a Kubernetes HPA and Prometheus alert rules near the knee.
 
-The HPA (``autoscaling/v2``) scales a Deployment on a per-pod metric the inference server
-already exports (vLLM's and ``surgelab serve``'s names, as exposed by a Prometheus adapter,
-which replaces ``:`` with ``_``): requests in flight (``vllm:num_requests_running``) by
-default, or a requests/s metric. Its target is the per-instance value measured at the SLA
-capacity times the safety factor, so pods are added before the knee, not after. Scale-up is
-fast and scale-down slow (cold starts of model servers take minutes); both are explicit.
+The HPA (``autoscaling/v2``) scales a Deployment on a per-pod metric served through the
+Prometheus adapter's custom metrics API: requests in flight (``vllm:num_requests_running``)
+by default, a requests/s metric, the server's queue (``vllm:num_requests_waiting``) or GPU
+utilisation from NVIDIA's DCGM exporter (``DCGM_FI_DEV_GPU_UTIL``) — the signals the seeds
+name. ``adapter_rules`` writes the adapter's discovery rules that expose them (the adapter
+replaces ``:`` with ``_``). An in-flight or rate target is the per-instance value measured at
+the SLA capacity times the safety factor, so pods are added before the knee, not after.
+Scale-up is fast and scale-down slow (cold starts of model servers take minutes); both
+stabilisation windows are explicit, against the scaling jitter seed 000 warns of.
 
 The alert rules fire near the knee: throughput per instance above the safety target and
 above the SLA capacity, P99 TTFT above its SLO, and a queue that does not drain.
@@ -19,7 +22,18 @@ from typing import Any, Literal
 
 import yaml
 
-__all__ = ["HpaSpec", "hpa_manifest", "alert_rules", "quantity", "dump_yaml"]
+__all__ = ["HpaSpec", "HPA_METRICS", "hpa_manifest", "adapter_rules", "alert_rules", "quantity", "dump_yaml"]
+
+HpaMetric = Literal["inflight", "rps", "queue", "gpu"]
+HPA_METRICS: dict[str, tuple[str, str, str]] = {  # metric → (adapter name, Prometheus series, adapter query)
+    "inflight": ("vllm_num_requests_running", "vllm:num_requests_running", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+    "rps": (
+        "vllm_requests_per_second", "vllm:request_success_total",
+        "sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)",
+    ),
+    "queue": ("vllm_num_requests_waiting", "vllm:num_requests_waiting", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+    "gpu": ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL", "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+}  # fmt: skip
 
 
 def quantity(value: float) -> str:
@@ -35,17 +49,16 @@ class HpaSpec:
     name: str  # the Deployment to scale (and the HPA's name)
     min_replicas: int
     max_replicas: int
-    metric: Literal["inflight", "rps"]
-    target: float  # average per pod
-    metric_name: str | None = None  # default: vllm_num_requests_running / vllm_requests_per_second
+    metric: HpaMetric
+    target: float  # average per pod: requests, requests/s, waiting requests or GPU utilisation in percent
+    metric_name: str | None = None  # default: HPA_METRICS' adapter name
     namespace: str | None = None
     scale_down_window_s: int = 300
+    scale_up_window_s: int = 0
 
     @property
     def resolved_metric_name(self) -> str:
-        if self.metric_name:
-            return self.metric_name
-        return "vllm_num_requests_running" if self.metric == "inflight" else "vllm_requests_per_second"
+        return self.metric_name or HPA_METRICS[self.metric][0]
 
 
 def hpa_manifest(spec: HpaSpec) -> dict[str, Any]:
@@ -74,7 +87,7 @@ def hpa_manifest(spec: HpaSpec) -> dict[str, Any]:
             ],
             "behavior": {
                 "scaleUp": {
-                    "stabilizationWindowSeconds": 0,
+                    "stabilizationWindowSeconds": spec.scale_up_window_s,
                     "selectPolicy": "Max",
                     "policies": [
                         {"type": "Percent", "value": 100, "periodSeconds": 60},
@@ -88,6 +101,25 @@ def hpa_manifest(spec: HpaSpec) -> dict[str, Any]:
                 },
             },
         },
+    }
+
+
+def adapter_rules(spec: HpaSpec) -> dict[str, Any]:
+    """The Prometheus adapter's rule (its ``config.yaml``) that serves ``spec``'s metric per pod.
+
+    It maps the series' ``namespace`` and ``pod`` labels to Kubernetes objects, which vLLM pods
+    scraped by a ServiceMonitor carry, as does DCGM's exporter with its Kubernetes mode on.
+    """
+    name, series, query = HPA_METRICS[spec.metric]
+    return {
+        "rules": [
+            {
+                "seriesQuery": f'{series}{{namespace!="",pod!=""}}',
+                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                "name": {"matches": f"^{series}$", "as": spec.metric_name or name},
+                "metricsQuery": query,
+            }
+        ]
     }
 
 
