@@ -18,6 +18,7 @@ from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.stats import distribution, gap_distribution
+from surgelab.analysis.trend import Trend, request_trends
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
@@ -172,13 +173,34 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
         "by_kind": by_kind(c, window, scenario),
         "by_target": _breakdown(c, c.target, window, scenario) if (c.target != "").any() else {},
+        "trends": _trends(c, window, scenario.target.stream),
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
+    summary["warnings"] += leak_warnings(summary["trends"])
     return summary
+
+
+def _trends(c: RecordColumns, window: Window, stream: bool) -> dict[str, Any]:
+    """Drift of the median latency (TTFT when streaming) and of the error rate over the measured run."""
+    counted = ~c.warmup & ~c.state.isin([State.DROPPED.value, State.CANCELLED.value])
+    failed = c.state.isin([s.value for s in FAILED_STATES])
+    ok = c.state == State.OK.value
+    done = c.first_token if stream else c.end
+    latency = np.where(ok & counted, done - c.intended, np.nan)
+    return request_trends(c.intended, latency, failed, counted, window.start, window.end, "ttft" if stream else "e2e")
+
+
+def leak_warnings(trends: dict[str, Any]) -> list[str]:
+    """One sentence per leak-like trend (``analysis.trend``)."""
+    return [
+        Trend(**{**t, "slope_ci_per_hour": tuple(t["slope_ci_per_hour"])}).sentence()
+        for t in trends.values()
+        if isinstance(t, dict) and t.get("leak_like")
+    ]
 
 
 PROMPT_TOLERANCE = 0.10  # prompts more than this far from the length asked for are worth a warning

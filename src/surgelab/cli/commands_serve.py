@@ -56,6 +56,7 @@ def serve_command(
     cold_start: str | None = _fault_option("'Model load' time begun by the first request."),
     crash_after: str | None = _fault_option("Exit (status 1) this long after start."),
     stall_after: str | None = _fault_option("Stop answering anything this long after start."),
+    leak_per_request: str | None = _fault_option("Bytes kept for ever per request: a memory leak for a soak to find."),
 ) -> None:
     """Serve an OpenAI-compatible API backed by the engine model (Ctrl-C stops it)."""
     from surgelab.engine import ProfileError, load_profile
@@ -71,6 +72,7 @@ def serve_command(
         "cold_start": cold_start,
         "crash_after": crash_after,
         "stall_after": stall_after,
+        "leak_per_request": leak_per_request,
     }
     overrides = {
         "max_num_seqs": max_num_seqs,

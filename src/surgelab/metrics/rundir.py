@@ -131,7 +131,8 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def add_run_context(summary: dict[str, Any], info: dict[str, Any]) -> None:
     """Put what run.json recorded during the run beside the summary's figures: the CPU use
     (``host_cpu``), the client's calibrated headroom (``client``) and the routing report."""
-    context = {"host_cpu": info.get("cpu"), "client": info.get("client"), "routing": info.get("routing")}
+    cpu = {k: v for k, v in info["cpu"].items() if k != "rss_mb"} if info.get("cpu") else None  # the samples stay in run.json
+    context = {"host_cpu": cpu, "client": info.get("client"), "routing": info.get("routing")}
     summary.update({key: context[key] for key in CONTEXT if context[key]})
 
 

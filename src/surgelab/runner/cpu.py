@@ -22,6 +22,18 @@ __all__ = ["CpuWatch", "cpu_counters", "cpu_usage"]
 SATURATED = 0.9  # a second with this share of every core busy left no room for the client
 
 _PROC_STAT = "/proc/stat"
+_STATM = "/proc/self/statm"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_RSS_POINTS = 600  # a day-long soak keeps one memory point every 2.4 minutes
+
+
+def _rss_mb() -> float | None:
+    """This process's resident memory, MiB (Linux)."""
+    try:
+        with open(_STATM, encoding="ascii") as f:
+            return int(f.read().split()[1]) * _PAGE / 2**20
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _machine_ticks() -> tuple[int, int] | None:
@@ -83,6 +95,7 @@ class CpuWatch:
     def __init__(self, processes: int = 1, interval_s: float = 1.0) -> None:
         self.processes, self.interval_s = processes, interval_s
         self.seconds: list[float] = []  # the machine's busy cores in each interval
+        self.rss_mb: list[float] = []  # the client's resident memory at each interval (a leak shows as a slope)
         self._start = cpu_counters()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="surgelab-cpu", daemon=True)
@@ -104,6 +117,8 @@ class CpuWatch:
             if now[1] > last[1]:
                 self.seconds.append((now[0] - last[0]) / (now[1] - last[1]) * cpus)
             last = now
+            if (rss := _rss_mb()) is not None:
+                self.rss_mb.append(rss)
 
     def usage(self) -> dict[str, Any] | None:
         """Stop watching and say what was seen."""
@@ -117,4 +132,7 @@ class CpuWatch:
                 busiest_second_cores=round(max(self.seconds), 3),
                 saturated_seconds=sum(1 for busy in self.seconds if busy >= SATURATED * usage["cpus"]),
             )
+        if usage is not None and self.rss_mb:
+            step = -(-len(self.rss_mb) // _RSS_POINTS)  # every step-th point, at most _RSS_POINTS of them
+            usage.update(rss_interval_s=self.interval_s * step, rss_mb=[round(v, 2) for v in self.rss_mb[::step]])
         return usage

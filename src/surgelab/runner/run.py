@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.analysis.summary import RunInfo, leak_warnings, summarize
+from surgelab.analysis.trend import memory_trends
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
@@ -31,7 +32,7 @@ from surgelab.runner.protocols import Observer
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Breakpoint
-from surgelab.telemetry.derive import summarize_telemetry
+from surgelab.telemetry.derive import memory_series, summarize_telemetry
 from surgelab.telemetry.diagnose import attach_telemetry
 from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
@@ -194,12 +195,16 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
     if "client" not in info:  # a run directory written before run.json recorded it
         info = {**info, "client": unrecorded_headroom(scenario, int(info.get("workers", 1)))}
     add_run_context(summary, info)
-    telemetry = {}
+    telemetry, servers = {}, {}
     if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
         merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
         table = read_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
         end = info.get("stopped_at_s") or summary["duration_s"] + info.get("window_start_s", 0.0)
         telemetry = summarize_telemetry(table, info.get("window_start_s", 0.0), end)
+        servers = memory_series(table)
+    memory = memory_trends(info.get("cpu"), servers)
+    summary["trends"].update(memory)
+    summary["warnings"] += leak_warnings(memory)
     attach_telemetry(summary, telemetry)
     write_summary_file(run_dir, summary)
     return summary

@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 
 _DURATIONS = ("retry_after", "spike_delay", "cold_start", "crash_after", "stall_after")
 _RATIOS = ("error_rate", "spike_probability")
-_COUNTS = ("error_status", "max_inflight")
+_COUNTS = ("error_status", "max_inflight", "leak_per_request")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class FaultConfig:
     """The process exits (status 1) this long after start."""
     stall_after: float | None = None
     """This long after start the server stops answering anything, without exiting."""
+    leak_per_request: int = 0
+    """Bytes kept for ever per inference request: a memory leak for a soak to find."""
 
     def validate(self) -> list[str]:
         errors = []
@@ -55,6 +57,8 @@ class FaultConfig:
                 errors.append(f"{name}: must be between 0 and 1, got {getattr(self, name)}")
         if not 400 <= self.error_status <= 599:
             errors.append(f"error_status: must be an HTTP error status, got {self.error_status}")
+        if self.leak_per_request < 0:
+            errors.append(f"leak_per_request: must be >= 0 bytes, got {self.leak_per_request}")
         if self.max_inflight is not None and self.max_inflight < 1:
             errors.append(f"max_inflight: must be >= 1, got {self.max_inflight}")
         return errors

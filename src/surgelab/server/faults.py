@@ -30,6 +30,7 @@ class FaultInjector:
         self._loaded: asyncio.Future[None] | None = None
         self._stalled = asyncio.Event()
         self._on_stall: list[Callable[[], None]] = []
+        self._leaked: list[bytes] = []
 
     @property
     def stalled(self) -> bool:
@@ -56,8 +57,10 @@ class FaultInjector:
             await asyncio.Event().wait()
 
     def check_admission(self, inflight: int) -> None:
-        """Raise the 429 or injected 5xx this request should get, if any."""
+        """Raise the 429 or injected 5xx this request should get, if any (and leak, if told to)."""
         cfg = self.config
+        if cfg.leak_per_request:
+            self._leaked.append(b"\x01" * cfg.leak_per_request)  # written, so resident
         if cfg.max_inflight is not None and inflight > cfg.max_inflight:
             retry = max(1, round(cfg.retry_after))
             raise ApiError(

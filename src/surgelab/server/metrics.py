@@ -7,7 +7,7 @@ Each server owns its ``CollectorRegistry``; nothing touches the global one.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from surgelab.engine import Engine, StepResult
@@ -30,6 +30,7 @@ class ServerMetrics:
 
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes …, as vLLM's API server exports
         labels = {"model_name": model_name, "engine": "0"}
         names = list(labels)
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from surgelab.telemetry.presets import PRESETS, detect_preset
+from surgelab.telemetry.presets import PRESETS, PROCESS_MEMORY, detect_preset
 from surgelab.telemetry.samples import parse_labels
 
-__all__ = ["summarize_telemetry", "series_over_time", "increase", "histogram_quantile"]
+__all__ = ["summarize_telemetry", "series_over_time", "memory_series", "increase", "histogram_quantile"]
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -140,6 +140,13 @@ def _roles(series: dict[str, Any], sources: dict[str, Any]) -> dict[str, Any]:
                     }  # fmt: skip
                     break
     return roles
+
+
+def memory_series(table: pa.Table) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each scraped source's resident memory over time (``process_resident_memory_bytes``), when it exports it."""
+    c = _columns(table)
+    sources = np.unique(c["source"][c["metric"] == PROCESS_MEMORY])
+    return {str(s): series_over_time(table, str(s), PROCESS_MEMORY) for s in sources}
 
 
 def series_over_time(table: pa.Table, source: str, metric: str) -> tuple[np.ndarray, np.ndarray]:

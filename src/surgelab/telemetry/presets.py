@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Preset", "PRESETS", "detect_preset"]
+__all__ = ["Preset", "PRESETS", "PROCESS_MEMORY", "detect_preset"]
+
+PROCESS_MEMORY = "process_resident_memory_bytes"
+"""Kept from every server that exports it (Python's and Go's Prometheus clients do): a soak's leak shows here."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class Preset:
     @property
     def kept(self) -> tuple[str, ...]:
         """Every family name a scrape with this preset keeps."""
-        return self.series + self.legacy
+        return self.series + self.legacy + (PROCESS_MEMORY,)
 
 
 PRESETS: dict[str, Preset] = {

@@ -1,0 +1,67 @@
+"""A steady run reports its drift (seed 000: steady runs "expose memory and connection leaks").
+
+A real ``surgelab serve`` process that keeps 512 KiB per request leaks ~100 MiB in a few
+seconds; its scraped resident memory must be called leak-like, with the slope's interval, and
+the same server without the leak must not be. The trend statistics are held to SciPy's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from surgelab.analysis.trend import trend
+from surgelab.server.process import serve_process
+
+
+def _soak(url: str, scenario_for, run, tmp_path, name: str) -> dict:
+    scenario = scenario_for(
+        url, load={"rate": 40, "duration": "5s", "arrival": "constant"}, workload={"prompt_tokens": 16, "output_tokens": 4},
+        telemetry={"interval": "200ms", "sources": [{"url": url.removesuffix("/v1") + "/metrics", "name": "engine"}]},
+    )  # fmt: skip
+    return run(scenario, tmp_path / name).summary
+
+
+@pytest.mark.parametrize("leak", [0, 512 * 1024])
+def test_a_leaking_server_is_called_leak_like_and_a_steady_one_is_not(leak, scenario_for, run, tmp_path) -> None:
+    with serve_process(["--leak-per-request", str(leak)], profile="tiny") as url:
+        summary = _soak(url, scenario_for, run, tmp_path, f"leak-{leak}")
+    memory = summary["trends"]["server_memory:engine"]
+    assert memory["points"] >= 8
+    warned = [w for w in summary["warnings"] if "engine server memory" in w]
+    if leak:
+        # 200 requests × 0.5 MiB kept: the fitted line climbs by most of 100 MiB.
+        assert memory["leak_like"] and memory["end"] - memory["start"] > 60, memory
+        assert memory["slope_ci_per_hour"][0] > 0 and memory["p_value"] < 0.01
+        assert len(warned) == 1 and "a leak-like trend" in warned[0]
+    else:
+        assert not memory["leak_like"] and not warned, memory
+    assert not summary["trends"]["error_rate"]["leak_like"]
+    assert "client_memory" not in summary["trends"]  # sampled once a second: 5 points say nothing yet
+
+
+def test_the_clients_own_memory_samples_make_a_trend() -> None:
+    from surgelab.analysis.trend import memory_trends
+
+    steady = memory_trends({"rss_interval_s": 1.0, "rss_mb": [120.0 + (i % 3) * 0.1 for i in range(60)]}, {})
+    growing = memory_trends({"rss_interval_s": 1.0, "rss_mb": [120.0 + i for i in range(60)]}, {})
+    assert not steady["client_memory"]["leak_like"] and growing["client_memory"]["leak_like"]
+    assert growing["client_memory"]["slope_per_hour"] == pytest.approx(3600)
+
+
+def test_theil_sen_and_mann_kendall_agree_with_scipy() -> None:
+    rng = np.random.default_rng(3)
+    t = np.arange(60.0) * 10
+    for drift in (0.0, 0.05):
+        y = 200 + drift * t + rng.normal(0, 4, t.size)
+        ours, ref = trend(t, y, "x", "ms"), scipy.stats.theilslopes(y, t, 0.95)
+        assert ours.slope_per_hour / 3600 == pytest.approx(ref.slope)
+        assert [v / 3600 for v in ours.slope_ci_per_hour] == pytest.approx([ref.low_slope, ref.high_slope])
+        # Mann–Kendall's p is Kendall's tau test with a continuity correction: close to SciPy's.
+        tau_p = scipy.stats.kendalltau(t, y, method="asymptotic").pvalue
+        assert ours.p_value == pytest.approx(tau_p, rel=0.25, abs=1e-9)
+        assert ours.leak_like is (drift > 0)
+    spikes = 200 + rng.normal(0, 1, t.size)
+    spikes[::7] += 500  # a few huge outliers, no drift: Theil–Sen is not moved
+    assert not trend(t, spikes, "x", "ms").leak_like
