@@ -20,6 +20,7 @@ from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.trend import Trend, request_trends
 from surgelab.conditions import Threshold
+from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
 
@@ -180,7 +181,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
-    summary["warnings"] += leak_warnings(summary["trends"])
+    summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
     return summary
 
 

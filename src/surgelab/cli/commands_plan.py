@@ -58,6 +58,10 @@ def preview(
     scenario = load_or_exit(scenario_file, {})
     data = compute_preview(scenario, seconds_option(latency, "--latency") or 0.0)
     render_terminal(data, Console())
+    from surgelab.load.ramp_check import ramp_warnings
+
+    for warning in ramp_warnings(scenario):
+        Console().print(f"[yellow]warning:[/] {warning}", highlight=False)
     if html is not None:
         html.write_text(render_html(data), encoding="utf-8")
         Console().print(f"wrote {html}")

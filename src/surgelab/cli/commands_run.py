@@ -262,6 +262,10 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
         for p in scenario.phase_list
     )
     print(f"{scenario_file}: ok — {scenario.name} against {scenario.target.base_url} — {phases}")
+    from surgelab.load.ramp_check import ramp_warnings
+
+    for warning in ramp_warnings(scenario):
+        print(f"warning: {warning}")
 
 
 @app.command("schema")

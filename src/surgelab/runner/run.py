@@ -19,6 +19,7 @@ from typing import Any
 from surgelab.analysis.summary import RunInfo, leak_warnings, summarize
 from surgelab.analysis.trend import memory_trends
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
+from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
 from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
@@ -249,6 +250,8 @@ async def run_scenario(
     keep_text: bool = False,
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
+    for warning in ramp_warnings(scenario):  # said before the load, and kept in summary.json's warnings
+        print(f"warning: {warning}", file=sys.stderr)
     scenario = await with_tokenizer(with_salt(scenario), api_key)
     with CpuWatch() as cpu:
         run_dir, plans, info = prepare(scenario, run_dir)

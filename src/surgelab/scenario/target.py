@@ -80,6 +80,10 @@ class Target(ScenarioModel):
     max_response_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded."
     )
+    warm_up: Seconds = Field(
+        0.0, description="How long the target takes to warm up (model load, CUDA graphs, caches): a load that climbs to "
+        "half its peak sooner is warned of before the run (a too-fast ramp reports a false crash).",
+    )
 
     @property
     def base_url(self) -> str:
