@@ -83,7 +83,7 @@ def test_the_example_study_files_are_valid() -> None:
 
     folder = Path(__file__).parents[2] / "examples" / "providers"
     profile = load_requirements(folder / "requirements.yaml")
-    assert [r.group for r in profile.requirements()][:1] == ["core_performance"] and len(profile.requirements()) == 9
+    assert [r.group for r in profile.requirements()][:1] == ["core_performance"] and len(profile.requirements()) == 18
     study = load_scenario(folder / "study.yaml")
     assert [t.name for t in study.targets or []] == ["api", "selfhosted"] and study.routing.mode == "compare"
     assert load_scenario(folder / "dual-active.yaml").routing.mode == "route"

@@ -1,4 +1,4 @@
-"""What was measured about each target, gathered from run dirs, compare dirs, probes and history.
+"""What is known about each target, gathered from run dirs, compare dirs, probes, history and declared facts.
 
 Scoring judges *evidence*, not files: every value keeps where it came from and how it was
 obtained, so a failed requirement can be explained with its measurement. Targets are named by
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from surgelab.providers.declared import DeclaredError, declared_measurements, load_declared
 from surgelab.providers.history import History
 from surgelab.providers.measured import Measured
 from surgelab.providers.trends import history_metrics
@@ -87,7 +88,8 @@ def _add_probe(found: dict[str, TargetEvidence], path: Path, data: dict[str, Any
         if isinstance(result, dict):
             value = result.get("value")
             how = result.get("how", "") if value is not None else f"the probe found: {result.get('found', '')}"
-            target.add(metric, Measured(value, str(path), str(how)))
+            items = tuple(result["items"]) if isinstance(result.get("items"), list) else None
+            target.add(metric, Measured(value, str(path), str(how), items if value is not None else None))
 
 
 def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
@@ -118,8 +120,18 @@ def collect(
             _add_probe(found, path, data, name or None)
         elif path.is_file() and path.suffix in (".sqlite", ".db"):
             history = path
+        elif path.is_file() and path.suffix in (".yaml", ".yml"):
+            try:
+                facts = load_declared(path)
+            except DeclaredError as exc:
+                raise EvidenceError(exc.messages[0]) from None
+            target = _get(found, name or facts.target)
+            for metric, measured in declared_measurements(facts, path).items():
+                target.add(metric, measured)
         else:
-            raise EvidenceError(f"{spec}: not a run directory, compare directory, probe .json or history .sqlite")
+            raise EvidenceError(
+                f"{spec}: not a run directory, compare directory, probe .json, declared-facts .yaml or history .sqlite"
+            )
     if history is not None:
         with History(history, create=False) as db:
             for target, metrics in history_metrics(db, **(history_options or {})).items():

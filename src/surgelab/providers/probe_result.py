@@ -32,3 +32,5 @@ class ProbeSettings:
     turns: int = 24  # multi-turn: the longest conversation tried
     checkpoints: tuple[int, ...] = (2, 5, 10, 15, 20, 24)
     only: tuple[str, ...] = ()  # run only these probes (names of PROBES)
+    network_samples: int = 5  # TCP (and TLS) connections timed by the network probe
+    burst_size: int = 8  # simultaneous requests of the burst probe

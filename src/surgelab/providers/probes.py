@@ -20,6 +20,7 @@ from typing import Any
 from surgelab import __version__
 from surgelab.providers.probe_http import Endpoint, ProbeClient, Reply
 from surgelab.providers.probe_memory import probe_context, probe_retention
+from surgelab.providers.probe_network import probe_burst, probe_families, probe_network
 from surgelab.providers.probe_result import ProbeResult, ProbeSettings
 from surgelab.tokenizer import BuiltinTokenizer
 
@@ -160,10 +161,11 @@ Probe = Callable[[ProbeClient, ProbeSettings], Awaitable[ProbeResult]]
 
 def _registry() -> dict[str, Probe]:
     return {"cold_start": probe_cold_start, "conformance": probe_conformance, "models": probe_models,
-            "output_control": probe_output_control, "context": probe_context, "retention": probe_retention}  # fmt: skip
+            "output_control": probe_output_control, "context": probe_context, "retention": probe_retention,
+            "network": probe_network, "families": probe_families, "burst": probe_burst}  # fmt: skip
 
 
-PROBES = ("cold_start", "conformance", "models", "output_control", "context", "retention")
+PROBES = ("cold_start", "network", "conformance", "models", "families", "output_control", "burst", "context", "retention")
 
 
 async def run_probes(endpoint: Endpoint, name: str, settings: ProbeSettings = ProbeSettings(),
@@ -186,6 +188,7 @@ async def run_probes(endpoint: Endpoint, name: str, settings: ProbeSettings = Pr
     return {
         "kind": "surgelab-probe", "version": 1, "surgelab_version": __version__, "target": name,
         "url": endpoint.url, "model": endpoint.model, "started_at": started,
-        "metrics": {r.metric: {"value": r.value, "found": r.found, "how": r.how} for r in results},
+        "metrics": {r.metric: {"value": r.value, "found": r.found, "how": r.how,
+                               **({"items": r.details["items"]} if "items" in r.details else {})} for r in results},
         "probes": [asdict(r) for r in results],
     }  # fmt: skip

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from surgelab.providers.cost import BreakEven, TokenCost
 from surgelab.providers.probe_result import ProbeResult
-from surgelab.providers.score import Scorecard, format_value
+from surgelab.providers.score import Scorecard
 from surgelab.providers.trends import HistoryReport
 
 __all__ = ["print_scorecard", "print_probe", "print_history", "print_costs", "print_break_even"]
@@ -28,10 +28,17 @@ def print_scorecard(card: Scorecard, console: Console) -> None:
         cells = []
         for target in card.targets:
             v = card.verdict(target, i)
-            got = "no data" if v.observed is None else "" if r.unit == "pass" else format_value(v.observed, r.unit)
-            cells.append(f"[green]pass[/] {got}" if v.passed else f"[red]FAIL[/] {got}")
+            got = "no data" if v.evidence == "none" else "" if r.unit == "pass" else v.shown()
+            tag = " [dim](declared)[/]" if v.evidence == "declared" else ""
+            cells.append((f"[green]pass[/] {got}" if v.passed else f"[red]FAIL[/] {got}") + tag)
         table.add_row(_GROUP[r.group], r.label + (" (must)" if r.must else ""), f"{r.weight:g}", *cells)
     console.print(table)
+    kinds = [v.evidence for v in card.verdicts]
+    console.print(
+        f"{kinds.count('measured')} verdicts rest on measurements, {kinds.count('declared')} on what a provider "
+        f"declared (marked), {kinds.count('none')} on nothing",
+        highlight=False,
+    )
     ranking = Table(title="weighted ranking", title_justify="left")
     for col in ("#", "target", "score", "passed weight", "qualified"):
         ranking.add_column(col, justify="left" if col in ("target", "qualified") else "right")

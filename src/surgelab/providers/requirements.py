@@ -43,10 +43,20 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "history_error_rate": ("ratio", "history", "failed ÷ finished over the last 7 days of monitoring"),
     "regressions": ("count", "history", "metrics more than 20 % worse than the previous week"),
     "cost_per_mtok": ("currency", "cost", "price per million tokens at the measured throughput"),
+    "network_rtt": ("seconds", "probe", "TCP connect time to the endpoint, median of 5: the network alone, no inference"),
+    "burst_slowdown": ("times", "probe", "median latency of 8 simultaneous requests ÷ one alone; none if any failed"),
+    "model_families": ("set", "probe", "model families GET /models lists (deepseek, qwen, llama …), or declared"),
+    "regions": ("set", "declared", "regions served: names, or their count ('regions >= 3')"),
+    "dedicated_path": ("pass", "declared", "an upgrade path to dedicated resources"),
+    "burst_plan": ("pass", "declared", "a stated plan for traffic bursts (reserved capacity, quota raise)"),
+    "support": ("set", "declared", "support terms, e.g. 24x7, named engineer, response time"),
+    "compliance": ("set", "declared", "compliance terms, e.g. iso27001, soc2, data residency"),
+    "pricing_model": ("set", "declared", "how it is billed: per_token, per_instance, reserved"),
 }
 GROUPS = ("core_performance", "business_fit", "architecture_compatibility", "commercial")
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 _EXPR = re.compile(r"^\s*(?P<metric>\w+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
+_INCLUDES = re.compile(r"^\s*(?P<metric>\w+)\s+includes\s+(?P<items>.+?)\s*$")
 _SUMMARY_AGGS = ("p50", "p90", "p95", "p99", "mean", "min", "max")
 
 
@@ -69,9 +79,10 @@ class Requirement(BaseModel):
     must: bool = Field(False, description="A failure disqualifies the target, whatever its score.")
     group: str = ""
     metric: str = ""
-    op: Literal["<", "<=", ">", ">=", "==", "!="] = "<"
+    op: Literal["<", "<=", ">", ">=", "==", "!=", "includes"] = "<"
     value: float = 0.0  # seconds, a fraction, tokens, turns, 1.0 for pass
-    source: Literal["run", "probe", "history", "cost"] = "run"
+    items: tuple[str, ...] = ()  # ``includes``: every one must be among the fact's items
+    source: Literal["run", "probe", "history", "cost", "declared"] = "run"
 
     @model_validator(mode="before")
     @classmethod
@@ -81,6 +92,12 @@ class Requirement(BaseModel):
         if not isinstance(data, dict) or "require" not in data:
             return data  # pydantic reports the missing field
         expr = str(data["require"])
+        if (inc := _INCLUDES.match(expr)) and inc["metric"] in METRICS:
+            unit, source, _ = METRICS[inc["metric"]]
+            if unit != "set":
+                raise ValueError(f"{expr!r}: 'includes' applies to {', '.join(k for k, v in METRICS.items() if v[0] == 'set')}")
+            items = tuple(i.strip().lower() for i in inc["items"].split(",") if i.strip())
+            return {**data, "metric": inc["metric"], "op": "includes", "items": items, "source": source}
         m = _EXPR.match(expr)
         if m and m["metric"] in METRICS:
             unit, source, _ = METRICS[m["metric"]]
@@ -111,8 +128,10 @@ class Requirement(BaseModel):
             return "seconds"
         return "ratio" if self.metric in ("error_rate", "drop_rate") else "number"
 
-    def passes(self, observed: float | None) -> bool:
-        """No measurement never passes."""
+    def passes(self, observed: float | None, items: tuple[str, ...] | None = None) -> bool:
+        """No measurement never passes; ``includes`` needs every item among the fact's."""
+        if self.op == "includes":
+            return items is not None and set(self.items) <= {i.lower() for i in items}
         if observed is None or observed != observed:
             return False
         return bool(OPS[self.op](observed, self.value))
@@ -128,6 +147,8 @@ def _value(unit: str, raw: str, expr: str) -> float:
             return parse_duration(raw)
         if unit == "ratio":
             return parse_ratio(raw)
+        if unit == "set":
+            return float(raw)  # a count: 'regions >= 3'
         if unit == "tokens" and raw.lower().endswith("k"):
             return float(raw[:-1]) * 1024  # 64k = 65,536 tokens, as context sizes are quoted
         return float(raw)

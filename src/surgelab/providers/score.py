@@ -25,6 +25,7 @@ _HOW_TO_MEASURE = {
     "probe": "no probe measured it (surgelab probe)",
     "history": "no monitoring history for it (surgelab monitor, then score --history)",
     "cost": "no price or no run for it (targets[].price in --scenario, and a run)",
+    "declared": "nothing declared for it (a declared-facts .yaml: docs/providers.md)",
 }
 
 
@@ -36,13 +37,25 @@ class Verdict:
     passed: bool
     source: str
     how: str
+    items: tuple[str, ...] | None = None
+    declared: bool = False
+
+    @property
+    def evidence(self) -> str:
+        """``measured``, ``declared`` or ``none``: what the verdict rests on."""
+        return "none" if self.observed is None and self.items is None else "declared" if self.declared else "measured"
+
+    def shown(self) -> str:
+        if self.items is not None:
+            return ", ".join(self.items) or "none"
+        return "" if self.observed is None else format_value(self.observed, self.requirement.unit)
 
     def explain(self) -> str:
         r = self.requirement
-        if self.observed is None:
+        if self.evidence == "none":
             return f"{self.target}: {r.label} — not measured: {self.how}"
-        got = format_value(self.observed, r.unit)
-        return f"{self.target}: {r.label} — measured {got}, needs {r.op} {format_value(r.value, r.unit)} ({self.how}; {self.source})"
+        needs = f"includes {', '.join(r.items)}" if r.op == "includes" else f"{r.op} {format_value(r.value, r.unit)}"
+        return f"{self.target}: {r.label} — {self.evidence} {self.shown()}, needs {needs} ({self.how}; {self.source})"
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,8 @@ class Scorecard:
                         "require": v.requirement.require,
                         "observed": v.observed,
                         "passed": v.passed,
+                        "items": list(v.items) if v.items is not None else None,
+                        "evidence": v.evidence,
                         "source": v.source,
                         "how": v.how,
                     }
@@ -96,13 +111,17 @@ class Scorecard:
 
 def format_value(value: float, unit: str) -> str:
     if unit == "seconds":
-        return f"{value:.3g} s" if value >= 1 else f"{value * 1000:.0f} ms"
+        return f"{value:.3g} s" if value >= 1 else f"{value * 1000:.0f} ms" if value >= 0.01 else f"{value * 1000:.2g} ms"
     if unit == "ratio":
         return f"{value:.2%}"
     if unit == "pass":
         return "pass" if value >= 1 else "fail"
     if unit in ("tokens", "turns", "count"):
         return f"{value:,.0f} {unit}"
+    if unit == "times":
+        return f"{value:.2f}×"
+    if unit == "set":
+        return f"{value:,.0f}"
     return f"{value:.4g}"
 
 
@@ -110,6 +129,9 @@ def _worst(r: Requirement, found: list[Measured]) -> Measured | None:
     known = [m for m in found if m.value is not None and m.value == m.value]
     if not known:
         return found[0] if found else None
+    if r.op == "includes":  # a measurement beats a declaration; among them, one that fails
+        ranked = sorted(known, key=lambda m: (m.declared, r.passes(m.value, m.items)))
+        return ranked[0]
     if r.op in ("<", "<="):
         return max(known, key=lambda m: m.value or 0.0)
     if r.op in (">", ">="):
@@ -141,9 +163,10 @@ def score(
         passed_weight, musts = 0.0, []
         for r in requirements:
             m = _worst(r, _measurements(r, ev, prices))
-            ok = m is not None and r.passes(m.value)
+            ok = m is not None and r.passes(m.value, m.items)
             how = m.how if m is not None and m.value is not None else (m.how if m else "") or _HOW_TO_MEASURE[r.source]
-            verdicts.append(Verdict(name, r, m.value if m else None, ok, m.source if m else "", how))
+            verdicts.append(Verdict(name, r, m.value if m else None, ok, m.source if m else "", how,
+                                    m.items if m else None, m.declared if m else False))  # fmt: skip
             if ok:
                 passed_weight += r.weight
             elif r.must:
