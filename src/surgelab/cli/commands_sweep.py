@@ -91,6 +91,9 @@ def sweep(
         None, help="Start the embedded server with this profile (name or file) and sweep it."
     ),
     max_num_seqs: int | None = typer.Option(None, help="With --serve: the server's running-batch limit."),
+    fleet: Path | None = typer.Option(
+        None, "--fleet", help="Run every level on this simulated fleet (YAML) in virtual time instead of a server."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the final table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve the live dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
@@ -110,6 +113,16 @@ def sweep(
     base = load_or_exit(scenario_file, overrides)
     if base.load is None:
         raise fail(f"{scenario_file}: a sweep needs a scenario with a single load (not phases)")
+    simulated = None
+    if fleet is not None:
+        from surgelab.sim import FleetError, load_fleet
+
+        if serve is not None:
+            raise fail("--fleet simulates the levels: it cannot be combined with --serve")
+        try:
+            simulated = load_fleet(fleet)
+        except FleetError as exc:
+            raise fail(str(exc)) from None
     try:
         config = SweepConfig(
             mode=mode or ("rate" if base.load.mode == "open" else "concurrency"),
@@ -138,6 +151,8 @@ def sweep(
         if served_url is not None:
             base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})
             say(f"embedded server (profile {serve}) at {served_url}")
+        if simulated is not None:
+            say(f"simulated fleet {simulated.name} ({fleet}): every level in virtual time, no server contacted")
         board = start_dashboard(base, dashboard_port, dashboard_token) if dashboard else None
         try:
             result = run_async(
@@ -149,6 +164,7 @@ def sweep(
                     handle_signals=True,
                     on_level=lambda row: _each_level(row, quiet, say, config.unit, board),
                     observers=[board] if board is not None else [],
+                    fleet=simulated,
                 )  # fmt: skip
             )
         except (SweepError, RunDirError) as exc:

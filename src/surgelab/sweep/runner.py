@@ -3,12 +3,14 @@
 Every level is an ordinary run (``SWEEP_DIR/level-NN/``) of the scenario's target and
 workload with the level's load, so each can be summarised, compared and reported with the
 tools that read any run. The sweep itself only decides the next level and when to stop.
+With a ``fleet`` the levels run on that simulated fleet in virtual time instead of against
+the target: the same directories, sweep.json, knee and SLA capacity, without a server.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from surgelab.runner import run_scenario
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.sim import Fleet, simulate
 from surgelab.sweep.breaking import analyse_break, break_shape
 from surgelab.sweep.capacity import sla_capacity, slo_thresholds, stop_reason
 from surgelab.sweep.config import SweepConfig
@@ -59,6 +62,19 @@ async def _run(
     return {"summary": result.summary, "stop_reason": result.stop_reason}
 
 
+LevelRunner = Callable[[Scenario, Path, "asyncio.Event | None", bool, Sequence[Any]], Awaitable[dict[str, Any]]]
+
+
+def _simulated(fleet: Fleet) -> LevelRunner:
+    """A level runner that simulates each level on ``fleet`` in virtual time."""
+
+    async def run(scenario: Scenario, run_dir: Path, _stop: asyncio.Event | None, _signals: bool,
+                  _observers: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip
+        return {"summary": simulate(scenario, fleet, run_dir).summary, "stop_reason": "completed"}
+
+    return run
+
+
 def _summarise_knee(rows: list[LevelRow], unit: str) -> dict[str, Any]:
     ordered = sorted(rows, key=lambda r: r.offered)
     lat = [r.latency("ttft", "p99") for r in ordered]
@@ -80,17 +96,26 @@ async def run_sweep(
     on_status: Callable[[str], None] | None = None,
     handle_signals: bool = False,
     observers: Sequence[Any] = (),
+    fleet: Fleet | None = None,
 ) -> SweepResult:
-    """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``."""
+    """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``.
+
+    ``fleet``: simulate every level on it instead of sending to the target.
+    """
     say = on_status or (lambda _msg: None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    base = await with_tokenizer(base)  # learned once: every level sends prompts made the same way
+    run_level: LevelRunner = _run if fleet is None else _simulated(fleet)
+    if fleet is None:
+        base = await with_tokenizer(base)  # learned once: every level sends prompts made the same way
     slos = slo_thresholds(base.slo, config.sla_percentile)
     p99_bounds = slo_thresholds(base.slo, "p99")
     rows: list[LevelRow] = []
+    target = {"url": base.target.base_url, "model": base.target.model, "endpoint": base.target.endpoint}
+    if fleet is not None:
+        target = {"simulated_fleet": fleet.name, "model": base.target.model, "endpoint": base.target.endpoint}
     result = SweepResult(
         name=base.name, mode=config.mode, unit=config.unit,
-        target={"url": base.target.base_url, "model": base.target.model, "endpoint": base.target.endpoint},
+        target=target,
         config=config.model_dump(mode="json"), slo=[s.expr for s in slos], levels=rows, stop_reason="",
     )  # fmt: skip
     plan = ladder(config)
@@ -101,7 +126,7 @@ async def run_sweep(
         name = f"level-{index:02d}"
         say(f"{name}: {level:g} {config.unit} for {settle_hold:g}s ({config.settle:g}s settle)")
         scenario = level_scenario(base, config, level, settle_hold, config.settle, f"{base.name}-{name}")
-        out = await _run(scenario, sweep_dir / name, None, handle_signals, observers)
+        out = await run_level(scenario, sweep_dir / name, None, handle_signals, observers)
         summary = out["summary"]
         start = summary["load"]["warmup_s"]
         rates = completion_rate(read_records(sweep_dir / name), start, start + summary["duration_s"])
@@ -115,7 +140,7 @@ async def run_sweep(
     if config.warmup > 0:
         say(f"warm-up: {plan[0]:g} {config.unit} for {config.warmup:g}s")
         scenario = level_scenario(base, config, plan[0], config.warmup, 0.0, f"{base.name}-warmup")
-        out = await _run(scenario, sweep_dir / "warmup", None, handle_signals)
+        out = await run_level(scenario, sweep_dir / "warmup", None, handle_signals, ())
         if out["stop_reason"].startswith("interrupted"):
             result.stop_reason = out["stop_reason"]
             write_sweep(result, sweep_dir)
@@ -151,7 +176,7 @@ async def run_sweep(
     result.sla_capacity = sla_capacity(rows, slos, config.sla_max_error_rate)
     write_sweep(result, sweep_dir)
     if config.breaking is not None and not result.stop_reason.startswith("interrupted") and rows:
-        result.breaking = await _break(base, config, sweep_dir, rows, result, handle_signals, say)
+        result.breaking = await _break(base, config, sweep_dir, rows, result, handle_signals, say, run_level)
         write_sweep(result, sweep_dir)
     return result
 
@@ -164,6 +189,7 @@ async def _break(
     result: SweepResult,
     signals: bool,
     say: Callable[[str], None],
+    run_level: LevelRunner = _run,
 ) -> dict[str, Any]:
     b = config.breaking
     assert b is not None
@@ -178,7 +204,7 @@ async def _break(
     )
     shape = break_shape(level, b.hold, low_row.offered, b.recovery)
     scenario = level_scenario(base, config, shape, b.hold + b.recovery + 0.001, 0.0, f"{base.name}-break")
-    await _run(scenario, sweep_dir / "break", None, signals)
+    await run_level(scenario, sweep_dir / "break", None, signals, ())
     analysis = analyse_break(
         read_records(sweep_dir / "break"),
         b.hold,
