@@ -454,7 +454,9 @@ class HttpPool:
         self._connecting += 1  # the slot counts against the limit while the connection is made
         try:
             conn, connect_ns, tls_ns = await asyncio.wait_for(
-                dial(lambda: _Connection(loop), host, port, context=context, server_name=self._server_name, proxy=proxy),
+                dial(
+                    lambda: _Connection(loop), host, port, context=context, server_name=self._server_name, proxy=proxy
+                ),
                 self._connect_timeout,
             )
         except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 wait_for raises this, not the builtin

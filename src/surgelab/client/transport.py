@@ -126,7 +126,11 @@ class Transport:
                             refusal = self._refusal(resp.status, method, out.redirects, location)
                             if refusal is None:
                                 await resp.content.read(_DRAIN_BYTES)
-                                headers = call.headers if _origin(location) == _origin(url) else self._without_secrets(call.headers)
+                                headers = (
+                                    call.headers
+                                    if _origin(location) == _origin(url)
+                                    else self._without_secrets(call.headers)
+                                )
                                 if resp.status == 303:
                                     method, data = "GET", None
                                 exchange = self._pool.request(method, location, data, headers)
@@ -137,7 +141,11 @@ class Transport:
                         if resp.status >= 400:
                             text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace")).strip()
                             hint = tls_failure(Exception(text)) if resp.status in (400, 495, 496) else None
-                            out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text}" + (f" — {hint}" if hint else ""), clock())
+                            out.fail(
+                                State.HTTP_ERROR,
+                                f"HTTP {resp.status}: {text}" + (f" — {hint}" if hint else ""),
+                                clock(),
+                            )
                             return
                         await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
                         stage = "total"
