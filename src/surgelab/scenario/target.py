@@ -26,9 +26,7 @@ class Backoff(ScenarioModel):
 
     base: Seconds = Field(0.1, description="Wait before the first retry.")
     max: Seconds = Field(5.0, description="Longest wait between attempts.")
-    honour_retry_after: bool = Field(
-        True, description="Wait at least the server's Retry-After (seconds or an HTTP date)."
-    )
+    honour_retry_after: bool = Field(True, description="Wait at least the server's Retry-After (seconds or an HTTP date).")
 
 
 RetryOn = Annotated[int, Field(ge=400, le=599)] | Literal["connection_error", "timeout"]
@@ -43,11 +41,8 @@ class Retry(ScenarioModel):
         description="What is retried: HTTP statuses, connection_error, timeout.",
     )
     max_attempts: int = Field(3, ge=1, le=10, description="Sends per request, the first one included.")
-    budget: Annotated[
-        float, BeforeValidator(lambda v: parse_ratio(v) if isinstance(v, str) else v), Field(ge=0, le=1)
-    ] = Field(
-        0.1,
-        description="Retries may add at most this share of the requests sent so far (at least one retry is always allowed), so retries cannot multiply an overload.",
+    budget: Annotated[float, BeforeValidator(lambda v: parse_ratio(v) if isinstance(v, str) else v), Field(ge=0, le=1)] = Field(
+        0.1, description="Retries may add at most this share of the requests sent so far (at least one retry is always allowed), so retries cannot multiply an overload."
     )
     backoff: Backoff = Backoff()
 
@@ -64,18 +59,15 @@ class Tls(ScenarioModel):
     """How HTTPS targets are trusted and how surgelab shows itself to them (docs/networks.md)."""
 
     ca_cert: str | None = Field(
-        None,
-        description="PEM file of the CA(s) that signed the server's certificate (a private CA), trusted besides the system's.",
+        None, description="PEM file of the CA(s) that signed the server's certificate (a private CA), trusted besides the system's."
     )
     client_cert: str | None = Field(None, description="PEM client certificate for mutual TLS (may hold the key too).")
     client_key: str | None = Field(None, description="PEM key of client_cert, when it is in a file of its own.")
     server_name: str | None = Field(
-        None,
-        description="Name sent as SNI and checked against the certificate, instead of the URL's host (e.g. when the URL is an IP).",
+        None, description="Name sent as SNI and checked against the certificate, instead of the URL's host (e.g. when the URL is an IP)."
     )
     insecure: bool = Field(
-        False,
-        description="Do not verify the server's certificate at all: test benches only; the terminal and the report say so.",
+        False, description="Do not verify the server's certificate at all: test benches only; the terminal and the report say so."
     )
 
     @field_validator("ca_cert", "client_cert", "client_key")
@@ -120,24 +112,17 @@ class Target(ScenarioModel):
         "keepalive", description="keepalive reuses pooled connections; close opens a new connection per request."
     )
     timeouts: Timeouts = Timeouts()
-    retry: Retry | None = Field(
-        None, description="Retry failed requests (off by default): on, max_attempts, budget, backoff."
-    )
+    retry: Retry | None = Field(None, description="Retry failed requests (off by default): on, max_attempts, budget, backoff.")
     tls: Tls = Tls()
     proxy: Annotated[str, BeforeValidator(_proxy_url)] = Field(
         "env",
         description="HTTP proxy for the target: 'env' (HTTPS_PROXY / HTTP_PROXY / NO_PROXY, as curl reads them), 'none', or http://[user:pass@]host:port. HTTPS goes through it with CONNECT.",
     )
     redirects: int = Field(
-        0,
-        ge=0,
-        le=10,
-        description="Redirects (307/308, and 301-303 for GET) followed per request; 0 records a 3xx as http_error with a hint.",
+        0, ge=0, le=10, description="Redirects (307/308, and 301-303 for GET) followed per request; 0 records a 3xx as http_error with a hint."
     )
     max_response_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded.",
+        64 * 1024 * 1024, ge=1024, description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded."
     )
 
     @property
@@ -183,6 +168,5 @@ class Routing(ScenarioModel):
     health: Health = Health()
     failover: bool = Field(True, description="route: send a down target's share to the healthy ones.")
     record_responses: bool = Field(
-        False,
-        description="compare: keep every answer and report how often the targets agree (use deterministic sampling).",
+        False, description="compare: keep every answer and report how often the targets agree (use deterministic sampling)."
     )
