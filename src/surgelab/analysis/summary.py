@@ -17,6 +17,7 @@ import pyarrow as pa
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
+from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
@@ -177,7 +178,14 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
-    summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
+    summary["network"] = network_block(c.source, ~c.warmup, scenario)
+    summary["rate_limits"] = rate_limit_block(c.source, ~c.warmup)
+    insecure = summary["network"]["tls"]["insecure"] and (
+        f"INSECURE: the certificate of {scenario.target.base_url} was not verified (target.tls.insecure): "
+        "these figures may come from whoever answered — for test benches only"
+    )
+    warnings = (summary["prompt_lengths"].pop("warning"), insecure, summary["rate_limits"]["verdict"])
+    summary["warnings"] = [w for w in warnings if w]
     return summary
 
 
