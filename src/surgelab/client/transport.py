@@ -206,7 +206,7 @@ class Transport:
         return text
 
 
-async def _origin(url: str) -> tuple[str, str | None, int | None]:
+def _origin(url: str) -> tuple[str, str | None, int | None]:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port
 

@@ -1,0 +1,193 @@
+"""Real network pieces on loopback for the TLS, proxy, redirect and rate-limit tests.
+
+``Pki`` is a test CA made by ``trustme`` and the certificates it signs, as PEM files.
+``ConnectProxy`` is a small forward proxy in a thread: ``CONNECT`` tunnels (answered after
+``delay`` seconds, so the proxy's added latency is known) and absolute-form plain HTTP, counting
+both. ``NginxTls`` is nginx terminating TLS in front of an HTTP upstream, on two ports: one
+with a certificate for ``api.surgelab.test`` only, one that requires client certificates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import trustme
+
+HOST = "127.0.0.1"
+OTHER_NAME = "api.surgelab.test"
+
+
+@dataclass
+class Pki:
+    ca: Path  # the CA certificate to trust
+    server: Path  # certificate chain and key for 127.0.0.1 and localhost
+    other: Path  # certificate chain and key for api.surgelab.test only
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def make(cls, folder: Path) -> Pki:
+        ca = trustme.CA()
+        paths = cls(*(folder / n for n in ("ca.pem", "server.pem", "other.pem", "client.crt", "client.key")))
+        ca.cert_pem.write_to_path(str(paths.ca))
+        ca.issue_cert(HOST, "localhost").private_key_and_cert_chain_pem.write_to_path(str(paths.server))
+        ca.issue_cert(OTHER_NAME).private_key_and_cert_chain_pem.write_to_path(str(paths.other))
+        client = ca.issue_cert("client@surgelab.test")
+        client.cert_chain_pems[0].write_to_path(str(paths.client_cert))
+        client.private_key_pem.write_to_path(str(paths.client_key))
+        return paths
+
+
+@dataclass
+class ConnectProxy:
+    """``with ConnectProxy(delay) as proxy``: ``proxy.url``; ``tunnels``, ``forwarded`` and ``auth`` say what it saw."""
+
+    delay: float = 0.0
+    tunnels: list[str] = field(default_factory=list)  # CONNECT targets
+    forwarded: list[str] = field(default_factory=list)  # absolute-form request targets (first of each connection)
+    auth: list[str | None] = field(default_factory=list)  # Proxy-Authorization of each connection
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def __enter__(self) -> ConnectProxy:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._handle, HOST, 0), self._loop).result(5)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        async def stop() -> None:
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
+            writer.close()
+            return
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
+        self.auth.append(next((v.strip() for k, v in fields.items() if k.lower() == "proxy-authorization"), None))
+        if method == "CONNECT":
+            host, _, port = target.rpartition(":")
+            await asyncio.sleep(self.delay)
+            up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
+            self.tunnels.append(target)
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            parts = urlsplit(target)
+            up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+            self.forwarded.append(target)
+            up_writer.write(head)  # servers accept the absolute form: the head goes on as it came
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def nginx_executable() -> str | None:
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+
+
+class NginxTls:
+    """nginx in front of ``upstream`` (host:port): ``other_port`` serves api.surgelab.test's certificate,
+    ``mtls_port`` the 127.0.0.1 one and requires a client certificate the test CA signed."""
+
+    def __init__(self, pki: Pki, upstream: str, folder: Path) -> None:
+        self.folder, self.other_port, self.mtls_port = folder, free_port(), free_port()
+        temp = "".join(f"    {k}_temp_path {folder / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        location = f"""        location / {{
+            proxy_pass http://{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}"""
+        (folder / "nginx.conf").write_text(f"""worker_processes 1;
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"} warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+{temp}    server {{
+        listen {HOST}:{self.other_port} ssl;
+        ssl_certificate {pki.other};
+        ssl_certificate_key {pki.other};
+{location}
+    }}
+    server {{
+        listen {HOST}:{self.mtls_port} ssl;
+        ssl_certificate {pki.server};
+        ssl_certificate_key {pki.server};
+        ssl_client_certificate {pki.ca};
+        ssl_verify_client on;
+{location}
+    }}
+}}
+""")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> NginxTls:
+        nginx = nginx_executable()
+        assert nginx, "nginx is not installed (apt-get install nginx)"
+        log = open(self.folder / "stdout.log", "wb")  # noqa: SIM115 - the child writes it until stopped
+        self.process = subprocess.Popen(
+            [nginx, "-p", f"{self.folder}/", "-c", str(self.folder / "nginx.conf"), "-g", "daemon off;"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.folder / "error.log").read_text() if (self.folder / "error.log").exists() else "nginx exited"
+            with contextlib.suppress(OSError), socket.create_connection((HOST, self.mtls_port), timeout=0.5):
+                with contextlib.suppress(OSError), socket.create_connection((HOST, self.other_port), timeout=0.5):
+                    return self
+            time.sleep(0.05)
+        self.__exit__()
+        raise AssertionError("nginx did not listen within 10 s")
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # the master and its worker
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
