@@ -67,7 +67,9 @@ class ConnectProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._handle, HOST, 0), self._loop).result(5)
+        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._handle, HOST, 0), self._loop).result(
+            5
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -124,8 +126,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection((HOST, port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
 def nginx_executable() -> str | None:
-    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
+    )
 
 
 class NginxTls:
@@ -134,7 +146,9 @@ class NginxTls:
 
     def __init__(self, pki: Pki, upstream: str, folder: Path) -> None:
         self.folder, self.other_port, self.mtls_port = folder, free_port(), free_port()
-        temp = "".join(f"    {k}_temp_path {folder / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        temp = "".join(
+            f"    {k}_temp_path {folder / k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
         location = f"""        location / {{
             proxy_pass http://{upstream};
             proxy_http_version 1.1;
@@ -175,10 +189,11 @@ http {{
         )  # fmt: skip
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, (self.folder / "error.log").read_text() if (self.folder / "error.log").exists() else "nginx exited"
-            with contextlib.suppress(OSError), socket.create_connection((HOST, self.mtls_port), timeout=0.5):
-                with contextlib.suppress(OSError), socket.create_connection((HOST, self.other_port), timeout=0.5):
-                    return self
+            if self.process.poll() is not None:
+                log = self.folder / "error.log"
+                raise AssertionError(f"nginx exited: {log.read_text() if log.exists() else ''}")
+            if _listening(self.mtls_port) and _listening(self.other_port):
+                return self
             time.sleep(0.05)
         self.__exit__()
         raise AssertionError("nginx did not listen within 10 s")

@@ -42,13 +42,17 @@ def _errors(records) -> set[str]:
     return set(records.column("error").to_pylist())
 
 
-def test_a_private_ca_fails_with_what_to_do_and_passes_once_given(tls_server, pki, scenario_for, run, reconciled, tmp_path):
+def test_a_private_ca_fails_with_what_to_do_and_passes_once_given(
+    tls_server, pki, scenario_for, run, reconciled, tmp_path
+):
     assert tls_server.base_url.startswith("https://127.0.0.1:")
     untrusted = run(scenario_for(tls_server.base_url, load=ONE_SECOND), tmp_path / "untrusted")
     records = reconciled(untrusted.summary, untrusted.run_dir)
     assert _states(records) == {"connection_error"} and records.num_rows == 10
     (error,) = _errors(records)
-    assert error.startswith("certificate verify failed") and "use --ca-cert FILE (or --insecure for a test bench)" in error
+    assert (
+        error.startswith("certificate verify failed") and "use --ca-cert FILE (or --insecure for a test bench)" in error
+    )
 
     trusted = run(scenario_for(tls_server.base_url, target={"tls": {"ca_cert": str(pki.ca)}}, load=ONE_SECOND),
                   tmp_path / "trusted")  # fmt: skip
@@ -179,7 +183,9 @@ def test_redirects_are_recorded_with_a_hint_or_followed(zero_server, scenario_fo
     assert "a 301 would turn this POST into a GET" in error
 
 
-def test_a_providers_quota_is_kept_per_request_and_named_in_the_summary(zero_server, scenario_for, run, reconciled, tmp_path):
+def test_a_providers_quota_is_kept_per_request_and_named_in_the_summary(
+    zero_server, scenario_for, run, reconciled, tmp_path
+):
     load = {"rate": 20, "arrival": "constant", "duration": "1s"}
     result = run(scenario_for(zero_server.url, model="quota-5", load=load), tmp_path / "quota")
     records = reconciled(result.summary, result.run_dir).to_pylist()
@@ -193,7 +199,9 @@ def test_a_providers_quota_is_kept_per_request_and_named_in_the_summary(zero_ser
     limits = result.summary["rate_limits"]
     assert limits["reported"] == 20 and limits["throttled"] == len(throttled) and limits["remaining_requests_min"] == 0
     assert limits["quota_limited"] and limits["retry_after_max_s"] == 1.0
-    assert limits["verdict"].startswith(f"limited by the provider's quota, not its speed: {len(throttled)} of 20 requests")
+    assert limits["verdict"].startswith(
+        f"limited by the provider's quota, not its speed: {len(throttled)} of 20 requests"
+    )
     assert limits["verdict"] in result.summary["warnings"]
 
 
