@@ -4,6 +4,9 @@ API's rate-limit headers. Every certificate is made by the test (``trustme``).""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from surgelab.process import ChildStartError
@@ -77,13 +80,6 @@ def test_a_new_connection_per_request_pays_a_handshake_every_time(tls_server, pk
     assert result.summary["requests"]["ok"] == 10
     assert network["new_connections"] == 10 and network["reused_connections"] == 0
     assert network["tls_ms"]["p50"] > 0 and network["connect_ms"]["p50"] > 0
-
-
-def test_insecure_runs_but_says_so(tls_server, scenario_for, run, tmp_path):
-    result = run(scenario_for(tls_server.base_url, target={"tls": {"insecure": True}}, load=ONE_SECOND), tmp_path / "r")
-    assert result.summary["requests"]["ok"] == 10
-    assert result.summary["network"]["tls"]["verified"] is False and result.summary["network"]["tls"]["insecure"]
-    assert any(w.startswith("INSECURE: the certificate of https://127.0.0.1") for w in result.summary["warnings"])
 
 
 def test_mutual_tls_with_the_python_server(mtls_server, pki, scenario_for, run, reconciled, tmp_path):
@@ -204,6 +200,20 @@ def test_a_providers_quota_is_kept_per_request_and_named_in_the_summary(
     )
     assert limits["verdict"] in result.summary["warnings"]
 
+    # score and compare say it: the provider's quota, not its speed, set this run's pace
+    from typer.testing import CliRunner
+
+    from surgelab.cli import app
+    from surgelab.report.compare import compare_runs
+
+    (tmp_path / "r.yaml").write_text("core_performance:\n  - require: p90(e2e) <= 3s\n")
+    scored = CliRunner().invoke(app, ["score", f"hosted={result.run_dir}", "--requirements", str(tmp_path / "r.yaml")])
+    said = " ".join(scored.output.split())
+    assert "hosted was limited by its provider's quota, not its speed" in said and limits["verdict"] in said
+    free = run(scenario_for(zero_server.url, load=ONE_SECOND), tmp_path / "free")
+    notes = compare_runs([free.run_dir, result.run_dir]).notes
+    assert notes == [f"quota was {limits['verdict']}"]
+
 
 def test_rate_limit_headers_of_openai_anthropic_and_the_ietf_drafts():
     from surgelab.client.ratelimit import read_limits
@@ -232,3 +242,35 @@ def test_a_scenario_naming_a_missing_certificate_is_one_clear_line(tmp_path):
         build_scenario(data, source="s.yaml", base_dir=tmp_path)
     assert f"tls.ca_cert not found: {tmp_path / 'nowhere.pem'}" in str(caught.value)
     assert ChildStartError  # imported for the servers' start errors
+
+
+def test_the_command_line_takes_the_options_and_says_insecure_out_loud(tls_server, pki, cli, tmp_path):
+    """``surgelab run --insecure``: a red line in the terminal and a warning in summary.json and report.html;
+    the quota a provider signalled is kept and drawn in the report."""
+    out = tmp_path / "run"
+    done = cli("run", "--url", tls_server.base_url, "--model", "quota-3", "--rate", "20", "--duration", "0.5s",
+               "--insecure", "--out", str(out), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    terminal = " ".join((done.stdout + done.stderr).split())
+    assert f"INSECURE: the certificate of {tls_server.base_url} is not verified" in terminal
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["network"]["tls"]["insecure"] and summary["rate_limits"]["quota_limited"]
+    page = (out / "report.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)[1])
+    assert any(w.startswith("INSECURE:") for w in data["summary"]["warnings"])
+    series = data["extensions"]["rate_limits"]
+    assert min(v for v in series["remaining_requests"] if v is not None) == 0 and sum(series["throttled_per_s"]) >= 4
+
+
+
+def test_every_run_flag_lands_in_the_scenario(pki):
+    from surgelab.cli.commands_run import _overrides
+    from surgelab.scenario.loader import build_scenario
+
+    flags = _overrides(url="https://10.0.0.5/v1", model="m", ca_cert=pki.ca, client_cert=pki.client_cert,
+                       client_key=pki.client_key, server_name=OTHER_NAME, insecure=True, proxy="http://127.0.0.1:3128",
+                       follow_redirects=3)  # fmt: skip
+    target = build_scenario({"load": {"rate": 1, "duration": "1s"}}, overrides=flags).target
+    assert target.tls.model_dump() == {"ca_cert": str(pki.ca), "client_cert": str(pki.client_cert),
+                                       "client_key": str(pki.client_key), "server_name": OTHER_NAME, "insecure": True}  # fmt: skip
+    assert (target.proxy, target.redirects) == ("http://127.0.0.1:3128", 3)

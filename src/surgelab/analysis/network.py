@@ -46,7 +46,9 @@ def network_block(source: ColumnSource, measured: np.ndarray, scenario: Scenario
     tls = target.tls
     return {
         "new_connections": int(np.isfinite(connect).sum()),
-        "reused_connections": int((~np.isfinite(connect) & np.isfinite(source.floats("first_byte_ns")[measured])).sum()),
+        "reused_connections": int(
+            (~np.isfinite(connect) & np.isfinite(source.floats("first_byte_ns")[measured])).sum()
+        ),
         "connect_ms": _stats(connect),
         "tls_ms": _stats(handshake),
         "redirects_followed": int(np.nansum(redirects)),
@@ -99,9 +101,17 @@ def rate_limit_block(source: ColumnSource, measured: np.ndarray) -> dict[str, An
     if limited:
         quota = ""
         if block["exhausted"]:
-            left = [w for w, v in (("requests", block["remaining_requests_min"]), ("tokens", block["remaining_tokens_min"])) if v == 0]
+            left = [
+                w
+                for w, v in (("requests", block["remaining_requests_min"]), ("tokens", block["remaining_tokens_min"]))
+                if v == 0
+            ]
             quota = f"; its {' and '.join(left) or 'quota'} left reached 0 on {block['exhausted']} answers"
-        wait = f"; it asked to wait up to {block['retry_after_max_s']:g} s" if block["retry_after_max_s"] is not None else ""
+        wait = (
+            f"; it asked to wait up to {block['retry_after_max_s']:g} s"
+            if block["retry_after_max_s"] is not None
+            else ""
+        )
         when = f", the first {first:.1f} s into the run" if first is not None else ""
         block["verdict"] = (
             f"limited by the provider's quota, not its speed: {n_throttled} of {n} requests "
