@@ -27,7 +27,6 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from surgelab.analysis.columns import ColumnSource, seconds
-
 from surgelab.sweep.result import SweepFileError, read_sweep
 from surgelab.units import parse_duration
 
