@@ -1,26 +1,20 @@
 """Real network pieces on loopback for the TLS, proxy, redirect and rate-limit tests.
 
-``Pki`` is a test CA made by ``trustme`` and the certificates it signs, as PEM files.
-``ConnectProxy`` is a small forward proxy in a thread: ``CONNECT`` tunnels (answered after
-``delay`` seconds, so the proxy's added latency is known) and absolute-form plain HTTP, counting
-both. ``NginxTls`` is nginx terminating TLS in front of an HTTP upstream, on two ports: one
+``Pki`` is a test CA made by ``trustme`` and the certificates it signs, as PEM files (the
+forward proxy is ``surgelab.testing.connect_proxy``). ``NginxTls`` is nginx terminating TLS in front of an HTTP upstream, on two ports: one
 with a certificate for ``api.surgelab.test`` only, one that requires client certificates.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import trustme
 
@@ -47,77 +41,6 @@ class Pki:
         client.cert_chain_pems[0].write_to_path(str(paths.client_cert))
         client.private_key_pem.write_to_path(str(paths.client_key))
         return paths
-
-
-@dataclass
-class ConnectProxy:
-    """``with ConnectProxy(delay) as proxy``: ``proxy.url``; ``tunnels``, ``forwarded`` and ``auth`` say what it saw."""
-
-    delay: float = 0.0
-    tunnels: list[str] = field(default_factory=list)  # CONNECT targets
-    forwarded: list[str] = field(default_factory=list)  # absolute-form request targets (first of each connection)
-    auth: list[str | None] = field(default_factory=list)  # Proxy-Authorization of each connection
-    port: int = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def __enter__(self) -> ConnectProxy:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._handle, HOST, 0), self._loop).result(
-            5
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        async def stop() -> None:
-            self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
-            writer.close()
-            return
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
-        fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
-        self.auth.append(next((v.strip() for k, v in fields.items() if k.lower() == "proxy-authorization"), None))
-        if method == "CONNECT":
-            host, _, port = target.rpartition(":")
-            await asyncio.sleep(self.delay)
-            up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
-            self.tunnels.append(target)
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            parts = urlsplit(target)
-            up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
-            self.forwarded.append(target)
-            up_writer.write(head)  # servers accept the absolute form: the head goes on as it came
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.CancelledError):
-        pass
-    finally:
-        writer.close()
 
 
 def free_port() -> int:

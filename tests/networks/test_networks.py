@@ -10,9 +10,10 @@ import re
 import pytest
 
 from surgelab.process import ChildStartError
+from surgelab.testing.connect_proxy import ConnectProxy
 from surgelab.testing.process import ScriptedServerProcess
 
-from .helpers import OTHER_NAME, ConnectProxy, NginxTls, Pki
+from .helpers import OTHER_NAME, NginxTls, Pki
 
 ONE_SECOND = {"rate": 20, "arrival": "constant", "duration": "0.5s"}  # ten requests
 
@@ -260,7 +261,6 @@ def test_the_command_line_takes_the_options_and_says_insecure_out_loud(tls_serve
     assert any(w.startswith("INSECURE:") for w in data["summary"]["warnings"])
     series = data["extensions"]["rate_limits"]
     assert min(v for v in series["remaining_requests"] if v is not None) == 0 and sum(series["throttled_per_s"]) >= 4
-
 
 
 def test_every_run_flag_lands_in_the_scenario(pki):

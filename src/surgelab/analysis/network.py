@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from surgelab.analysis.columns import ColumnSource
+from surgelab.analysis.columns import ColumnSource, labels
 from surgelab.scenario.model import Scenario
 
 __all__ = ["network_block", "rate_limit_block", "QUOTA_SHARE"]
 
 QUOTA_SHARE = 0.01  # 429s on at least this share of the measured requests: limited by the quota
+_TLS_ADVICE = ("--ca-cert FILE", "--client-cert FILE", "--server-name NAME", "is the target plain HTTP?")
 
 
 def _stats(values: np.ndarray) -> dict[str, float | None]:
@@ -36,8 +37,9 @@ def _stats(values: np.ndarray) -> dict[str, float | None]:
     }
 
 
-def network_block(source: ColumnSource, measured: np.ndarray, scenario: Scenario) -> dict[str, Any]:
-    """New connections and their set-up times over the measured requests; how TLS was configured."""
+def network_block(source: ColumnSource, measured: np.ndarray, scenario: Scenario, failed: np.ndarray) -> dict[str, Any]:
+    """New connections and their set-up times over the measured requests; how TLS was configured;
+    the requests that failed on TLS and what to do about it (the commonest such error)."""
     target = scenario.target
     connect = source.floats("connect_ms")[measured]
     handshake = source.floats("tls_ms")[measured]
@@ -61,7 +63,19 @@ def network_block(source: ColumnSource, measured: np.ndarray, scenario: Scenario
             "server_name": tls.server_name,
         },
         "proxy": _shown_proxy(target.proxy),
+        **_tls_failures(source, failed),
     }
+
+
+def _tls_failures(source: ColumnSource, failed: np.ndarray) -> dict[str, Any]:
+    """Failed requests whose error says what to do about TLS (``client/network.py``), and the commonest such error."""
+    if not failed.any():
+        return {"tls_failures": 0, "tls_failure": None}
+    counts = labels(source, "error")[failed].counts()
+    advised = {text: n for text, n in counts.items() if any(advice in text for advice in _TLS_ADVICE)}
+    if not advised:
+        return {"tls_failures": 0, "tls_failure": None}
+    return {"tls_failures": sum(advised.values()), "tls_failure": max(advised, key=lambda t: advised[t])}
 
 
 def _shown_proxy(setting: str) -> str:

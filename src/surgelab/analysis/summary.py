@@ -178,13 +178,17 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
-    summary["network"] = network_block(c.source, ~c.warmup, scenario)
+    failed = c.state.isin([s.value for s in FAILED_STATES])
+    summary["network"] = network_block(c.source, ~c.warmup, scenario, failed)
     summary["rate_limits"] = rate_limit_block(c.source, ~c.warmup)
     insecure = summary["network"]["tls"]["insecure"] and (
         f"INSECURE: the certificate of {scenario.target.base_url} was not verified (target.tls.insecure): "
         "these figures may come from whoever answered — for test benches only"
     )
-    warnings = (summary["prompt_lengths"].pop("warning"), insecure, summary["rate_limits"]["verdict"])
+    tls = summary["network"]["tls_failure"] and (
+        f"{summary['network']['tls_failures']} requests failed on TLS: {summary['network']['tls_failure']}"
+    )
+    warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"])
     summary["warnings"] = [w for w in warnings if w]
     return summary
 

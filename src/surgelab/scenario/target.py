@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
@@ -73,7 +74,7 @@ class Tls(ScenarioModel):
     @field_validator("ca_cert", "client_cert", "client_key")
     @classmethod
     def _exists(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else scenario_path(value, info, f"tls.{info.field_name}")
+        return None if value is None else str(Path(scenario_path(value, info, f"tls.{info.field_name}")).resolve())
 
     @model_validator(mode="after")
     def _key_needs_cert(self) -> Tls:
