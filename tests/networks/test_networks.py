@@ -54,9 +54,10 @@ def test_a_private_ca_fails_with_what_to_do_and_passes_once_given(
     records = reconciled(untrusted.summary, untrusted.run_dir)
     assert _states(records) == {"connection_error"} and records.num_rows == 10
     (error,) = _errors(records)
-    assert (
-        error.startswith("certificate verify failed") and "use --ca-cert FILE (or --insecure for a test bench)" in error
-    )
+    assert error.startswith("certificate verify failed")
+    assert "use --ca-cert FILE (or --insecure for a test bench)" in error
+    assert untrusted.summary["network"]["tls_failures"] == 10  # said in the terminal and the report, not only the records
+    assert f"10 requests failed on TLS: {error}" in untrusted.summary["warnings"]
 
     trusted = run(scenario_for(tls_server.base_url, target={"tls": {"ca_cert": str(pki.ca)}}, load=ONE_SECOND),
                   tmp_path / "trusted")  # fmt: skip
