@@ -12,7 +12,7 @@ refining a reader — the HTML page draws the documented shapes below.
 * ``rate_limits`` (a run whose provider sent rate-limit headers, docs/networks.md): per second
   of the run, ``{"t": [...], "remaining_requests": [...], "remaining_tokens": [...],
   "throttled_per_s": [...]}`` — the fewest requests and tokens left among the answers that
-  ended in that second (null when none said), and the 429s.
+  ended in that second (null when none said; ``…_most``: the most), and the 429s.
 """
 
 from __future__ import annotations
@@ -118,10 +118,12 @@ def _rate_limits(run_dir: Path) -> dict[str, Any] | None:
     second = np.where(np.isfinite(end), end, -1).astype(np.int64)
     out: dict[str, Any] = {"t": [k + 0.5 for k in range(n)]}
     for key, values in (("remaining_requests", requests), ("remaining_tokens", tokens)):
-        least = np.full(n, np.inf)
+        least, most = np.full(n, np.inf), np.full(n, -np.inf)
         keep = (second >= 0) & np.isfinite(values)
         np.minimum.at(least, second[keep], values[keep])
+        np.maximum.at(most, second[keep], values[keep])
         out[key] = [None if not np.isfinite(v) else int(v) for v in least]
+        out[key + "_most"] = [None if not np.isfinite(v) else int(v) for v in most]
     out["throttled_per_s"] = np.bincount(second[(second >= 0) & throttled], minlength=n)[:n].tolist()
     return out
 

@@ -184,10 +184,11 @@ _REPORT_JS = r"""
     const rl = section("Provider rate limits (from its response headers)");
     const R = X.rate_limits;
     slChart(rl, "chart-rate-limits", "Quota left and 429s, per second",
-      [slLine("requests left", R.t, R.remaining_requests, { line: { shape: "hv" } }),
-       slLine("tokens left", R.t, R.remaining_tokens, { yaxis: "y2", line: { shape: "hv", dash: "dot" } }),
-       { name: "429 per second", x: R.t, y: R.throttled_per_s, type: "bar", opacity: 0.5 }],
-      lay("requests", { yaxis2: { overlaying: "y", side: "right", title: { text: "tokens" } } }));
+      [slLine("requests left (most)", R.t, R.remaining_requests_most, { line: { shape: "hv", dash: "dash" } }),
+       slLine("requests left (fewest)", R.t, R.remaining_requests, { line: { shape: "hv" } }),
+       slLine("tokens left (fewest)", R.t, R.remaining_tokens, { yaxis: "y2", line: { shape: "hv", dash: "dot" } }),
+       { name: "429 per second", x: R.t, y: R.throttled_per_s, type: "bar", opacity: 0.5, marker: { color: "#b91c1c" } }],
+      lay("requests", { margin: { r: 70 }, yaxis2: { overlaying: "y", side: "right", tickformat: "~s", rangemode: "tozero", title: { text: "tokens" } } }));
   }
   slSettle();
 })();
