@@ -56,7 +56,9 @@ def test_a_private_ca_fails_with_what_to_do_and_passes_once_given(
     (error,) = _errors(records)
     assert error.startswith("certificate verify failed")
     assert "use --ca-cert FILE (or --insecure for a test bench)" in error
-    assert untrusted.summary["network"]["tls_failures"] == 10  # said in the terminal and the report, not only the records
+    assert (
+        untrusted.summary["network"]["tls_failures"] == 10
+    )  # said in the terminal and the report, not only the records
     assert f"10 requests failed on TLS: {error}" in untrusted.summary["warnings"]
 
     trusted = run(scenario_for(tls_server.base_url, target={"tls": {"ca_cert": str(pki.ca)}}, load=ONE_SECOND),
@@ -275,3 +277,15 @@ def test_every_run_flag_lands_in_the_scenario(pki):
     assert target.tls.model_dump() == {"ca_cert": str(pki.ca), "client_cert": str(pki.client_cert),
                                        "client_key": str(pki.client_key), "server_name": OTHER_NAME, "insecure": True}  # fmt: skip
     assert (target.proxy, target.redirects) == ("http://127.0.0.1:3128", 3)
+
+
+def test_a_redirect_to_another_origin_does_not_take_the_key_along(zero_server, scenario_for, run, tmp_path):
+    key = "sk-surgelab-test-key-1234"
+    load = {"rate": 10, "arrival": "constant", "duration": "0.3s"}
+    same = run(scenario_for(zero_server.root_url + "/moved/v1", target={"redirects": 1}, load=load), tmp_path / "same",
+               api_key=key)  # fmt: skip
+    assert same.summary["requests"]["ok"] == 3 and zero_server.stats()["authorization"] == f"Bearer {key}"
+    away = run(scenario_for(zero_server.root_url + "/moved-away/v1", target={"redirects": 1}, load=load),
+               tmp_path / "away", api_key=key)  # fmt: skip
+    assert away.summary["requests"]["ok"] == 3 and away.summary["network"]["redirects_followed"] == 3
+    assert zero_server.stats()["authorization"] is None  # localhost is another origin than 127.0.0.1

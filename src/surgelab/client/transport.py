@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from secrets import token_hex
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from surgelab._compat import timeout_at
@@ -122,22 +123,12 @@ class Transport:
                         out.first_byte_ns = clock()
                         self._note(resp, out)
                         if resp.status in _REDIRECTS:
-                            location = urljoin(url, resp.headers.get("Location", ""))
-                            refusal = self._refusal(resp.status, method, out.redirects, location)
-                            if refusal is None:
-                                await resp.content.read(_DRAIN_BYTES)
-                                headers = (
-                                    call.headers
-                                    if _origin(location) == _origin(url)
-                                    else self._without_secrets(call.headers)
-                                )
-                                if resp.status == 303:
-                                    method, data = "GET", None
-                                exchange = self._pool.request(method, location, data, headers)
-                                url, out.redirects = location, out.redirects + 1
-                                continue
-                            out.fail(State.HTTP_ERROR, f"HTTP {resp.status} redirect to {location}: {refusal}", clock())
-                            return
+                            step = await self._redirect(resp, out, call, url, method, data)
+                            if isinstance(step, str):
+                                out.fail(State.HTTP_ERROR, step, clock())
+                                return
+                            exchange, url, method, data = step
+                            continue
                         if resp.status >= 400:
                             text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace")).strip()
                             hint = tls_failure(Exception(text)) if resp.status in (400, 495, 496) else None
@@ -180,6 +171,26 @@ class Transport:
         if limits is not None:
             out.ratelimit_requests, out.ratelimit_tokens = limits.remaining_requests, limits.remaining_tokens
             out.ratelimit_reset_s, out.retry_after_s = limits.reset_s, limits.retry_after_s
+
+    async def _redirect(
+        self, resp: Response, out: Outcome, call: HttpCall, url: str, method: str, data: bytes | None
+    ) -> tuple[Any, str, str, bytes | None] | str:
+        """The next exchange of a redirect that is followed (and its URL, method, body), or the error saying why not."""
+        given = resp.headers.get("Location", "").strip()
+        if not given:
+            return f"HTTP {resp.status} redirect without a Location header"
+        location = urljoin(url, given)
+        refusal = self._refusal(resp.status, method, out.redirects, location)
+        if refusal is not None:
+            return f"HTTP {resp.status} redirect to {location}: {refusal}"
+        await resp.content.read(_DRAIN_BYTES)  # so the connection can carry the next request
+        same_origin = _origin(location) == _origin(url)
+        headers = call.headers if same_origin else self._without_secrets(call.headers)
+        if resp.status == 303:
+            method, data = "GET", None
+        out.redirects += 1
+        assert self._pool is not None
+        return self._pool.request(method, location, data, headers), location, method, data
 
     def _refusal(self, status: int, method: str, followed: int, location: str) -> str | None:
         """Why a redirect is not followed (with what to do), or None to follow it."""

@@ -17,7 +17,7 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
                          on every answer, then HTTP 429 with Retry-After until the second is over
 
 ``/moved/v1/...`` answers 307 and ``/moved-301/v1/...`` 301 to the same path without the
-prefix (a redirect to follow); ``--cert``/``--key`` serve HTTPS, ``--client-ca`` asks every
+prefix (a redirect to follow), ``/moved-away/v1/...`` 307 to it on ``localhost`` (another origin); ``--cert``/``--key`` serve HTTPS, ``--client-ca`` asks every
 client for a certificate that CA signed (mutual TLS).
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
@@ -163,11 +163,16 @@ def make_app(ttft: float, itl: float) -> web.Application:
     async def moved(request: web.Request) -> web.Response:
         status, prefix = (301, "/moved-301") if request.path.startswith("/moved-301/") else (307, "/moved")
         await request.read()
-        return web.Response(status=status, headers={"Location": request.path[len(prefix) :]}, text="moved")
+        location = request.path[len(prefix) :]
+        if request.path.startswith("/moved-away/"):  # the same server under another name: another origin
+            prefix = "/moved-away"
+            location = f"http://localhost:{request.url.port}{request.path[len(prefix) :]}"
+        return web.Response(status=status, headers={"Location": location}, text="moved")
 
     app = web.Application()
     app.router.add_route("*", "/moved/{rest:.*}", moved)
     app.router.add_route("*", "/moved-301/{rest:.*}", moved)
+    app.router.add_route("*", "/moved-away/{rest:.*}", moved)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
