@@ -9,7 +9,6 @@ import re
 
 import pytest
 
-from surgelab.process import ChildStartError
 from surgelab.testing.connect_proxy import ConnectProxy
 from surgelab.testing.process import ScriptedServerProcess
 
@@ -245,7 +244,6 @@ def test_a_scenario_naming_a_missing_certificate_is_one_clear_line(tmp_path):
     with pytest.raises(ScenarioError) as caught:
         build_scenario(data, source="s.yaml", base_dir=tmp_path)
     assert f"tls.ca_cert not found: {tmp_path / 'nowhere.pem'}" in str(caught.value)
-    assert ChildStartError  # imported for the servers' start errors
 
 
 def test_the_command_line_takes_the_options_and_says_insecure_out_loud(tls_server, pki, cli, tmp_path):
