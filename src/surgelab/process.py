@@ -26,7 +26,7 @@ from collections.abc import Sequence
 __all__ = ["ChildProcess", "ChildStartError", "ListeningChild", "free_port", "HOST"]
 
 HOST = "127.0.0.1"
-_LISTENING = re.compile(rb"listening on (http://\S+)")
+_LISTENING = re.compile(rb"listening on (https?://\S+)")
 
 
 class ChildStartError(RuntimeError):

@@ -17,6 +17,7 @@ import pyarrow as pa
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
+from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.trend import Trend, request_trends
 from surgelab.conditions import Threshold
@@ -180,7 +181,18 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
-    summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
+    failed = c.state.isin([s.value for s in FAILED_STATES])
+    summary["network"] = network_block(c.source, ~c.warmup, scenario, failed)
+    summary["rate_limits"] = rate_limit_block(c.source, ~c.warmup)
+    insecure = summary["network"]["tls"]["insecure"] and (
+        f"INSECURE: the certificate of {scenario.target.base_url} was not verified (target.tls.insecure): "
+        "these figures may come from whoever answered — for test benches only"
+    )
+    tls = summary["network"]["tls_failure"] and (
+        f"{summary['network']['tls_failures']} requests failed on TLS: {summary['network']['tls_failure']}"
+    )
+    warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"])
+    summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
     return summary
 

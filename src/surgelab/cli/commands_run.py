@@ -37,6 +37,9 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
         "duration": "load.duration", "warmup": "load.warmup", "max_in_flight": "load.max_in_flight",
         "grace": "load.grace", "prompt_tokens": "workload.prompt_tokens",
         "max_tokens": "workload.output_tokens", "out": "output.dir",
+        "ca_cert": "target.tls.ca_cert", "client_cert": "target.tls.client_cert", "client_key": "target.tls.client_key",
+        "server_name": "target.tls.server_name", "insecure": "target.tls.insecure", "proxy": "target.proxy",
+        "follow_redirects": "target.redirects",
     }  # fmt: skip
     result: dict[str, tuple[str, Any]] = {}
     for key, value in flags.items():
@@ -87,6 +90,19 @@ def run(
     stream: bool | None = typer.Option(None, "--stream/--no-stream", help="Stream responses (SSE)."),
     connection: str | None = typer.Option(None, help="keepalive (pooled) or close (new connection per request)."),
     api_key_env: str | None = typer.Option(None, help="NAME of the environment variable that holds the API key."),
+    ca_cert: Path | None = typer.Option(None, help="PEM file of the CA that signed an https:// target's certificate (a private CA)."),
+    client_cert: Path | None = typer.Option(None, help="Mutual TLS: PEM client certificate (may hold the key too)."),
+    client_key: Path | None = typer.Option(None, help="Mutual TLS: PEM key of --client-cert, in a file of its own."),
+    server_name: str | None = typer.Option(None, help="TLS name (SNI and certificate check) instead of the URL's host."),
+    insecure: bool | None = typer.Option(
+        None, "--insecure", help="Do not verify the target's certificate (test benches only; said in the terminal and report)."
+    ),
+    proxy: str | None = typer.Option(
+        None, help="HTTP proxy URL for the target, or 'none' (default: HTTPS_PROXY / HTTP_PROXY / NO_PROXY)."
+    ),
+    follow_redirects: int | None = typer.Option(
+        None, min=0, max=10, help="Follow up to N redirects per request (default 0: a 3xx is recorded with a hint)."
+    ),
     threshold: list[str] | None = typer.Option(None, help="Pass/fail criterion, e.g. 'p99(ttft) < 2s' (repeatable)."),
     seed: int | None = typer.Option(None, help="Seed for the schedule and the workload."),
     name: str | None = typer.Option(None, help="Run name (used in the default run directory)."),
@@ -127,7 +143,9 @@ def run(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
         cv=cv, think_time=think_time, duration=duration, warmup=warmup, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens, max_in_flight=max_in_flight, grace=grace, stream=stream,
-        connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out,
+        connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out, ca_cert=ca_cert,
+        client_cert=client_cert, client_key=client_key, server_name=server_name, insecure=insecure, proxy=proxy,
+        follow_redirects=follow_redirects,
     )  # fmt: skip
     if threshold:
         overrides["thresholds"] = ("--threshold", list(threshold))
@@ -197,6 +215,13 @@ def execute(
         api_key = os.environ.get(scenario.target.api_key_env)
         if not api_key:
             console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
+    for target in scenario.targets or [scenario.target]:
+        if target.tls.insecure and target.base_url.startswith("https:"):
+            console.print(
+                f"[bold red]INSECURE:[/] the certificate of {target.base_url} is not verified (--insecure / "
+                "target.tls.insecure): anyone on the path could answer instead — for test benches only",
+                highlight=False,
+            )
     if run_dir is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,11 @@ def serve_command(
         None, help="NAME of an environment variable holding an access token: callers send Authorization: Bearer TOKEN."
     ),
     port: int = typer.Option(8000, help="Port to bind; 0 picks a free one."),
+    tls_cert: Path | None = typer.Option(None, help="Serve HTTPS with this PEM certificate chain (and key, unless --tls-key)."),
+    tls_key: Path | None = typer.Option(None, help="PEM key of --tls-cert, when in a file of its own."),
+    tls_client_ca: Path | None = typer.Option(
+        None, help="Mutual TLS: require client certificates signed by this PEM CA."
+    ),
     profile: str = typer.Option("llama3-8b-h100", help="Profile name or a .yaml/.json file."),
     model: str | None = typer.Option(None, help="Model name to serve (default: the profile's)."),
     seed: int = typer.Option(0, help="Seed for output lengths, text and faults."),
@@ -107,12 +113,21 @@ def serve_command(
             typical_output_tokens=typical_output_tokens,
             faults=FaultConfig.from_mapping(knobs),
             token=token,
+            tls_cert=str(tls_cert) if tls_cert else None,
+            tls_key=str(tls_key) if tls_key else None,
+            tls_client_ca=str(tls_client_ca) if tls_client_ca else None,
         )
     except (ProfileError, ConfigError) as exc:
         typer.echo(f"surgelab serve: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if tls_cert is None and (tls_key or tls_client_ca):
+        typer.echo("surgelab serve: error: --tls-key and --tls-client-ca need --tls-cert", err=True)
+        raise typer.Exit(2)
     try:
         serve(config)
+    except ssl.SSLError as exc:  # a certificate or key that does not load
+        typer.echo(f"surgelab serve: error: --tls-cert/--tls-key: {exc}", err=True)
+        raise typer.Exit(2) from None
     except OSError as exc:  # e.g. the port is taken
         typer.echo(f"surgelab serve: error: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None

@@ -6,8 +6,11 @@ every TTFT measured from the intended send time includes; and it costs about 40 
 per streamed request. This client writes one pre-built request with one ``write`` and parses
 the answer with ``httptools`` (llhttp, the parser uvicorn uses), handing body bytes to the
 reader as they arrive. It speaks what inference APIs need: keep-alive pooling with an
-optional cap, chunked and length-delimited bodies, TLS, gzip/deflate bodies. It does not
-follow redirects or use proxies; a 3xx answer is returned as it is.
+optional cap, chunked and length-delimited bodies, TLS (``client/network.py``: a CA bundle, a
+client certificate, SNI), HTTP proxies (``CONNECT`` tunnels for HTTPS), gzip/deflate bodies. It
+does not follow redirects itself; the transport decides about a 3xx (``target.redirects``).
+A response on a new connection carries the time its connection took (``connect_ns``,
+``tls_ns``); one on a reused connection carries none.
 
 Keep-alive with servers as they are: a pooled connection is handed out only while the server
 has not closed it (checked on the socket itself, not only through the event loop), its
@@ -35,6 +38,7 @@ import httptools
 from multidict import CIMultiDict
 
 from surgelab import __version__
+from surgelab.client.network import Proxy, dial, proxy_for
 
 __all__ = ["ConnectTimeout", "HttpPool", "InvalidResponse", "Response", "ServerDisconnected"]
 
@@ -42,6 +46,10 @@ _USER_AGENT = f"surgelab/{__version__}"
 _HIGH_WATER = 1 << 20  # bytes buffered before reading from the socket pauses
 _FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding", b"keep-alive"))
 _KEEP_ALIVE_PARAM = re.compile(rb"(timeout|max)\s*=\s*(\d+)", re.I)
+_TLS_CLOSED = (
+    "the server closed a new TLS connection before answering, as servers that require a client certificate do "
+    "(mutual TLS): use --client-cert FILE --client-key FILE, signed by a CA the server trusts"
+)
 _IDLE_MARGIN_S = 0.5  # give up on an idle connection this long before the server's announced timeout
 
 
@@ -62,6 +70,7 @@ class _Endpoint:
     key: tuple[bool, str, int]  # (tls, host, port): what a pooled connection is for
     path: bytes  # path and query, as sent on the request line
     host_header: bytes
+    url: str  # scheme://host:port, what a proxy is chosen for
 
 
 @lru_cache(maxsize=256)
@@ -75,7 +84,8 @@ def _endpoint(url: str) -> _Endpoint:
     host = parts.hostname
     shown = f"[{host}]" if ":" in host else host
     header = shown if port == (443 if tls else 80) else f"{shown}:{port}"
-    return _Endpoint((tls, host, port), path.encode("ascii"), header.encode("idna"))
+    scheme = "https" if tls else "http"
+    return _Endpoint((tls, host, port), path.encode("ascii"), header.encode("idna"), f"{scheme}://{header}")
 
 
 class _Connection(asyncio.Protocol):
@@ -93,6 +103,8 @@ class _Connection(asyncio.Protocol):
         self.exchanges = 0  # requests sent on this connection
         self.idle_until = float("inf")  # loop time after which the server may close it (Keep-Alive: timeout)
         self.requests_left: int | None = None  # further requests the server allows (Keep-Alive: max)
+        self.connect_ns: int | None = None  # how long the TCP connection (and a proxy's tunnel) took
+        self.tls_ns: int | None = None  # how long the TLS handshake took
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -212,6 +224,8 @@ class Response:
         self.buffered = 0
         self.received = 0  # bytes of this answer so far, head included
         self.resent = False  # sent again on a new connection after the reused one turned out closed
+        self.connect_ns: int | None = None  # set when this answer came on a new connection
+        self.tls_ns: int | None = None
         self.keep_alive_terms: tuple[int | None, int | None] = (None, None)
         self._chunks: deque[bytes] = deque()
         self._pending = b""  # already decoded bytes a read(n) did not hand out
@@ -317,8 +331,10 @@ class _Exchange:
         conn = await self._pool.acquire(self._endpoint)
         try:
             return await self._send(conn)
-        except (ServerDisconnected, ConnectionError):
+        except (ServerDisconnected, ConnectionError) as exc:
             response = self._response
+            if conn.exchanges == 1 and conn.tls_ns is not None and (response is None or not response.received):
+                raise ServerDisconnected(f"{exc}: {_TLS_CLOSED}") from None
             if not conn.exchanges > 1 or response is None or response.received:
                 raise  # a new connection's failure, or the server had begun to answer: the request's own
             self._pool.release(self._endpoint, conn, keep=False)
@@ -332,6 +348,8 @@ class _Exchange:
         response = self._response = conn.response = Response(conn, head_only=self._method == "HEAD")
         conn.parser = httptools.HttpResponseParser(conn)
         conn.exchanges += 1
+        if conn.exchanges == 1:
+            response.connect_ns, response.tls_ns = conn.connect_ns, conn.tls_ns
         if not conn.reusable:
             raise ServerDisconnected("server closed the connection before the request was sent")
         conn.transport.write(self._request)  # type: ignore[union-attr]
@@ -360,8 +378,12 @@ class HttpPool:
         limit: int = 0,
         connect_timeout: float | None = None,
         keep_alive: bool = True,
+        tls: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+        proxy: str = "env",
     ) -> None:
         self._headers = {"User-Agent": _USER_AGENT, "Accept": "*/*", **headers}
+        self._own_host = any(name.lower() == "host" for name in headers)  # the Host header given overrides the URL's
         if not keep_alive:
             self._headers["Connection"] = "close"
         self._header_bytes = _header_bytes(self._headers)
@@ -372,22 +394,35 @@ class HttpPool:
         self._open: set[_Connection] = set()
         self._connecting = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._tls: ssl.SSLContext | None = None
+        self._tls = tls
+        self._server_name = server_name
+        self._proxy_setting = proxy
+        self._proxies: dict[tuple[bool, str, int], Proxy | None] = {}
+
+    def proxy(self, endpoint: _Endpoint) -> Proxy | None:
+        """The proxy for ``endpoint``'s origin (decided once per origin)."""
+        key = endpoint.key
+        if key not in self._proxies:
+            self._proxies[key] = proxy_for(endpoint.url, self._proxy_setting)
+        return self._proxies[key]
 
     def request(
         self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
     ) -> _Exchange:
         """The exchange to enter; the request's bytes are built here, before anything is timed."""
         endpoint = _endpoint(url)
-        fields = _header_bytes({**self._headers, **headers}) if headers else self._header_bytes
+        if headers:
+            merged = {**self._headers, **headers}
+            fields = _header_bytes({k: v for k, v in merged.items() if v is not None})
+        else:
+            fields = self._header_bytes
         length = b"Content-Length: %d\r\n" % len(body) if body is not None or method not in ("GET", "HEAD") else b""
-        head = b"%s %s HTTP/1.1\r\nHost: %s\r\n%s%s\r\n" % (
-            method.encode("ascii"),
-            endpoint.path,
-            endpoint.host_header,
-            fields,
-            length,
-        )
+        target, host = endpoint.path, b"" if self._own_host else b"Host: %s\r\n" % endpoint.host_header
+        proxy = self.proxy(endpoint) if not endpoint.key[0] else None
+        if proxy is not None:  # plain HTTP through a proxy: the absolute URL on the request line
+            target = endpoint.url.encode("idna") + endpoint.path
+            fields += proxy.authorization
+        head = b"%s %s HTTP/1.1\r\n%s%s%s\r\n" % (method.encode("ascii"), target, host, fields, length)
         return _Exchange(self, endpoint, method, head + body if body else head)
 
     @property
@@ -421,19 +456,23 @@ class HttpPool:
         context = None
         if tls:
             context = self._tls = self._tls or ssl.create_default_context()
+        proxy = self.proxy(endpoint)
         self._connecting += 1  # the slot counts against the limit while the connection is made
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(loop), host, port, ssl=context, server_hostname=host if tls else None
+            conn, connect_ns, tls_ns = await asyncio.wait_for(
+                dial(
+                    lambda: _Connection(loop), host, port, context=context, server_name=self._server_name, proxy=proxy
                 ),
                 self._connect_timeout,
             )
         except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 wait_for raises this, not the builtin
-            raise ConnectTimeout(f"no connection to {host}:{port}") from None
+            via = f" through proxy {proxy.url}" if proxy else ""
+            raise ConnectTimeout(f"no connection to {host}:{port}{via}") from None
         finally:
             self._connecting -= 1
             self._wake_one()
+        assert isinstance(conn, _Connection)
+        conn.connect_ns, conn.tls_ns = connect_ns, tls_ns
         self._open.add(conn)
         return conn
 

@@ -86,6 +86,13 @@ class OpenAIClient:
             prompt_tokens += step.prompt_tokens or 0
             intended += step.intended_prompt_tokens or 0
             out.resends += step.resends
+            out.redirects += step.redirects
+            for name in ("connect_ms", "tls_ms"):  # the connections this chain made, added up
+                if getattr(step, name) is not None:
+                    setattr(out, name, (getattr(out, name) or 0.0) + getattr(step, name))
+            if step.ratelimit_requests is not None or step.ratelimit_tokens is not None or step.retry_after_s is not None:
+                out.ratelimit_requests, out.ratelimit_tokens = step.ratelimit_requests, step.ratelimit_tokens
+                out.ratelimit_reset_s, out.retry_after_s = step.ratelimit_reset_s, step.retry_after_s
             if step.state is not State.OK:
                 out.fail(step.state, f"step {step_spec.request_class}: {step.error}", step.end_ns or self._clock())
                 out.http_status = step.http_status

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from surgelab.client.network import proxy_url, target_ssl
 from surgelab.scenario.model import Health, NamedTarget
 
 __all__ = ["Router", "RouteEvent"]
@@ -139,9 +140,13 @@ class Router:
                 await asyncio.sleep(self.health.interval)
 
     async def _check(self, session: aiohttp.ClientSession, name: str) -> None:
-        url = self.targets[name].base_url + self.health.path
+        target = self.targets[name]
+        url = target.base_url + self.health.path
+        options: dict[str, Any] = {"ssl": target_ssl(target) or True, "proxy": proxy_url(url, target.proxy)}
+        if target.tls.server_name:
+            options["server_hostname"] = target.tls.server_name
         try:
-            async with session.get(url) as response:
+            async with session.get(url, **options) as response:
                 await response.read()
                 ok = response.status < 500
                 reason = f"check: HTTP {response.status}"

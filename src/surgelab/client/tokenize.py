@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import numpy as np
 
+from surgelab.client.network import proxy_url, target_ssl
 from surgelab.scenario.calibration import TemplateTokens, TokenizerCalibration
 from surgelab.scenario.model import Target
 from surgelab.workload.server_tokenizer import (
@@ -57,11 +58,16 @@ class _Dialect:
 
     name = ""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, model: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, url: str, model: str, target: Target | None = None) -> None:
         self.session, self.url, self.model = session, url, model
+        self.options: dict[str, Any] = {}  # the target's TLS and proxy, as the load path uses them
+        if target is not None:
+            self.options = {"ssl": target_ssl(target) or True, "proxy": proxy_url(url, target.proxy)}
+            if target.tls.server_name:
+                self.options["server_hostname"] = target.tls.server_name
 
     async def post(self, url: str, body: dict[str, Any]) -> Any:
-        async with self.session.post(url, json=body) as resp:
+        async with self.session.post(url, json=body, **self.options) as resp:
             if resp.status in (404, 405):
                 raise _NoRoute(f"{url} answered HTTP {resp.status}")
             if resp.status != 200:
@@ -136,7 +142,7 @@ async def _dialect(session: aiohttp.ClientSession, target: Target) -> tuple[_Dia
     reasons = []
     for url in _tokenize_urls(target):
         for kind in (_Vllm, _LlamaCpp):
-            dialect = kind(session, url, target.model)
+            dialect = kind(session, url, target.model, target)
             try:
                 return dialect, await dialect.pieces(first)
             except _NoRoute as exc:

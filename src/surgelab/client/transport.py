@@ -5,6 +5,11 @@ A kind (``client/kinds/``) builds an ``HttpCall`` and reads the response into th
 failed request: the failure becomes the outcome's state. Only cancellation propagates.
 The first-token deadline covers the call until the reader reports its first content
 (``on_first``); after that only the total deadline applies.
+
+Around the exchange it keeps what the network said: a new connection's connect and TLS
+times, the redirects followed (``target.redirects``; a 3xx not followed is an ``http_error``
+whose error says how to follow it), and the provider's rate-limit headers (``client/ratelimit.py``).
+A TLS failure's error says what to do about it (``client/network.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from secrets import token_hex
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from surgelab._compat import timeout_at
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, Response
+from surgelab.client.network import target_ssl, tls_failure
+from surgelab.client.ratelimit import read_limits
 from surgelab.client.timer import SendTimer
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
@@ -34,6 +43,8 @@ __all__ = [
 ]
 
 _SECRET_HEADER = re.compile(r"auth|api[-_]?key|token|cookie|secret", re.I)
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+_DRAIN_BYTES = 65536  # of a redirect's body, read so its connection can be reused
 
 
 class ProtocolError(Exception):
@@ -80,6 +91,9 @@ class Transport:
             limit=self._pool_size,
             connect_timeout=self.target.timeouts.connect,
             keep_alive=self.target.connection != "close",
+            tls=target_ssl(self.target),
+            server_name=self.target.tls.server_name,
+            proxy=self.target.proxy,
         )
         self._timer.open()
         return self
@@ -101,19 +115,32 @@ class Transport:
         started = asyncio.get_running_loop().time()
         out.sent_ns = clock()
         stage = "first token"
+        url, method, data = call.url, call.method, call.data
         try:
-            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:  # noqa: SIM117
-                async with exchange as resp:
-                    out.first_byte_ns = clock()
-                    out.resends += resp.resent
-                    out.http_status = resp.status
-                    if resp.status >= 400:
-                        out.retry_after_s = retry_after_seconds(resp.headers.get("Retry-After"))
-                        text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace"))
-                        out.fail(State.HTTP_ERROR, f"HTTP {resp.status}: {text.strip()}", clock())
+            async with timeout_at(started + min(timeouts.first_token, timeouts.total)) as deadline:
+                while True:
+                    async with exchange as resp:
+                        out.first_byte_ns = clock()
+                        self._note(resp, out)
+                        if resp.status in _REDIRECTS:
+                            step = await self._redirect(resp, out, call, url, method, data)
+                            if isinstance(step, str):
+                                out.fail(State.HTTP_ERROR, step, clock())
+                                return
+                            exchange, url, method, data = step
+                            continue
+                        if resp.status >= 400:
+                            text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace")).strip()
+                            hint = tls_failure(Exception(text)) if resp.status in (400, 495, 496) else None
+                            out.fail(
+                                State.HTTP_ERROR,
+                                f"HTTP {resp.status}: {text}" + (f" — {hint}" if hint else ""),
+                                clock(),
+                            )
+                            return
+                        await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
+                        stage = "total"
                         return
-                    await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
-                    stage = "total"
         except ConnectTimeout as exc:
             out.fail(State.TIMEOUT, f"connect timeout after {timeouts.connect:g}s: {exc}", clock())
         except asyncio.TimeoutError:  # noqa: UP041 - on 3.10 async_timeout raises this, not the builtin
@@ -126,16 +153,73 @@ class Transport:
         except InvalidResponse as exc:  # the bytes back were not valid HTTP
             out.fail(State.PROTOCOL_ERROR, str(exc), clock())
         except OSError as exc:
-            out.fail(State.CONNECTION_ERROR, f"{type(exc).__name__}: {exc}", clock())
+            out.fail(State.CONNECTION_ERROR, tls_failure(exc) or f"{type(exc).__name__}: {exc}", clock())
         finally:
             if out.error:
                 out.error = self.scrub(out.error)
+
+    @staticmethod
+    def _note(resp: Response, out: Outcome) -> None:
+        """What the answer's head says about the network: a new connection's times, a resend, the quota left."""
+        out.resends += resp.resent
+        out.http_status = resp.status
+        if resp.connect_ns is not None:  # a new connection (several with redirects or resends: their sum)
+            out.connect_ms = (out.connect_ms or 0.0) + resp.connect_ns / 1e6
+        if resp.tls_ns is not None:
+            out.tls_ms = (out.tls_ms or 0.0) + resp.tls_ns / 1e6
+        limits = read_limits(resp.raw_headers)
+        if limits is not None:
+            out.ratelimit_requests, out.ratelimit_tokens = limits.remaining_requests, limits.remaining_tokens
+            out.ratelimit_reset_s, out.retry_after_s = limits.reset_s, limits.retry_after_s
+
+    async def _redirect(
+        self, resp: Response, out: Outcome, call: HttpCall, url: str, method: str, data: bytes | None
+    ) -> tuple[Any, str, str, bytes | None] | str:
+        """The next exchange of a redirect that is followed (and its URL, method, body), or the error saying why not."""
+        given = resp.headers.get("Location", "").strip()
+        if not given:
+            return f"HTTP {resp.status} redirect without a Location header"
+        location = urljoin(url, given)
+        refusal = self._refusal(resp.status, method, out.redirects, location)
+        if refusal is not None:
+            return f"HTTP {resp.status} redirect to {location}: {refusal}"
+        await resp.content.read(_DRAIN_BYTES)  # so the connection can carry the next request
+        same_origin = _origin(location) == _origin(url)
+        headers = call.headers if same_origin else self._without_secrets(call.headers)
+        if resp.status == 303:
+            method, data = "GET", None
+        out.redirects += 1
+        assert self._pool is not None
+        return self._pool.request(method, location, data, headers), location, method, data
+
+    def _refusal(self, status: int, method: str, followed: int, location: str) -> str | None:
+        """Why a redirect is not followed (with what to do), or None to follow it."""
+        allowed = self.target.redirects
+        if not allowed:
+            return "not followed (redirects are off): point target.url at the new address, or follow with --follow-redirects N"
+        if followed >= allowed:
+            return f"not followed: more than {allowed} redirects (target.redirects)"
+        if urlsplit(location).scheme not in ("http", "https"):
+            return "not followed: not an http(s) address"
+        if status in (301, 302) and method not in ("GET", "HEAD"):
+            return f"not followed: a {status} would turn this {method} into a GET; point target.url at the new address"
+        return None
+
+    def _without_secrets(self, headers: Mapping[str, str]) -> dict[str, str | None]:
+        """``headers`` with every credential removed: a redirect to another origin does not take the key along."""
+        dropped: dict[str, str | None] = {name: None for name in self.headers if _SECRET_HEADER.search(name)}
+        return {**dropped, **{k: v for k, v in headers.items() if not _SECRET_HEADER.search(k)}}
 
     def scrub(self, text: str) -> str:
         """Servers and gateways may echo the key in an error; records must never hold it."""
         for secret in self._secrets:
             text = text.replace(secret, "<redacted>")
         return text
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
 
 
 async def read_body(resp: Response, limit: int) -> bytes:

@@ -58,13 +58,20 @@ class Outcome:
     attempts: int = 1  # sends made for this request: 1, or more under target.retry
     resends: int = 0  # sent again at once on a new connection: the reused keep-alive one had been closed
     intended_prompt_tokens: int | None = None  # the prompt length surgelab meant to send (prompt_tokens may be the server's)
-    retry_after_s: float | None = None  # the last error response's Retry-After, in seconds
+    retry_after_s: float | None = None  # the last response's Retry-After (or retry-after-ms), in seconds
+    connect_ms: float | None = None  # a new connection's TCP set-up (and a proxy's CONNECT tunnel); None when reused
+    tls_ms: float | None = None  # a new connection's TLS handshake; None when reused or plain HTTP
+    redirects: int = 0  # redirects followed (target.redirects)
+    ratelimit_requests: int | None = None  # requests the provider still allows (x-ratelimit-remaining-requests, …)
+    ratelimit_tokens: int | None = None  # tokens it still allows (the fewest of every token limit it named)
+    ratelimit_reset_s: float | None = None  # longest wait until one of its limits resets
 
     def reset_for_retry(self) -> None:
         """Forget what the previous attempt observed (the first send time stays)."""
         self.state, self.first_byte_ns, self.first_token_ns, self.end_ns = State.OK, None, None, None
         self.output_tokens, self.usage_source, self.http_status, self.error = None, "none", None, None
         self.token_ns, self.text, self.output_units, self.retry_after_s = array("q"), None, None, None
+        self.ratelimit_requests, self.ratelimit_tokens, self.ratelimit_reset_s = None, None, None
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
         self.state = state
@@ -103,6 +110,13 @@ RECORD_SCHEMA = pa.schema(
         pa.field("attempts", pa.int16()),  # sends made (1 without retries); null in runs recorded before retries
         pa.field("resends", pa.int16()),  # sends repeated on a new connection after a stale pooled one; null before
         pa.field("intended_prompt_tokens", pa.int32()),  # what surgelab meant to send; null before, or not counted
+        pa.field("connect_ms", pa.float32()),  # a new connection's TCP (+ proxy tunnel) set-up; null when reused
+        pa.field("tls_ms", pa.float32()),  # a new connection's TLS handshake; null when reused or plain HTTP
+        pa.field("redirects", pa.int16()),  # redirects followed; null in runs recorded before
+        pa.field("ratelimit_requests", pa.int32()),  # requests left in the provider's quota, as its headers said
+        pa.field("ratelimit_tokens", pa.int64()),  # tokens left in its quota
+        pa.field("ratelimit_reset_s", pa.float32()),  # longest wait until a limit resets
+        pa.field("retry_after_s", pa.float32()),  # the wait it asked for (Retry-After)
     ],
     metadata={"surgelab.record_version": "1"},
 )

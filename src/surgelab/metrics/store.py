@@ -58,6 +58,8 @@ class RecordBuffer:
         "sent_ns", "first_byte_ns", "first_token_ns", "end_ns", "prompt_tokens",
         "output_tokens", "usage_source", "http_status", "error", "target", "kind",
         "input_units", "output_units", "step_ms", "attempts", "resends", "intended_prompt_tokens",
+        "connect_ms", "tls_ms", "redirects", "ratelimit_requests", "ratelimit_tokens", "ratelimit_reset_s",
+        "retry_after_s",
     )  # fmt: skip
 
     def __init__(self, worker: int = 0) -> None:
@@ -102,6 +104,13 @@ class RecordBuffer:
         c["attempts"].append(outcome.attempts)
         c["resends"].append(outcome.resends)
         c["intended_prompt_tokens"].append(outcome.intended_prompt_tokens)
+        c["connect_ms"].append(outcome.connect_ms)
+        c["tls_ms"].append(outcome.tls_ms)
+        c["redirects"].append(outcome.redirects)
+        c["ratelimit_requests"].append(outcome.ratelimit_requests)
+        c["ratelimit_tokens"].append(outcome.ratelimit_tokens)
+        c["ratelimit_reset_s"].append(outcome.ratelimit_reset_s)
+        c["retry_after_s"].append(outcome.retry_after_s)
         if len(outcome.token_ns) > 1:
             times = np.frombuffer(outcome.token_ns, dtype=np.int64)
             gaps = (np.diff(times) // 1000).astype(np.int32)

@@ -48,6 +48,15 @@ def print_scorecard(card: Scorecard, console: Console) -> None:
             str(place), rank.target, f"{rank.score:.0%}", f"{rank.passed_weight:g} / {rank.total_weight:g}", qualified
         )
     console.print(ranking)
+    for target, runs in card.quota_limited.items():
+        console.print(
+            f"[yellow]{target} was limited by its provider's quota, not its speed[/] — its latency figures describe "
+            "a throttled service; raise the quota or lower the load to judge its speed:",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for run in runs:
+            console.print(f"  {run}", highlight=False, soft_wrap=True, markup=False)
     failures = card.failures()
     if failures:
         console.print("why each failure:", highlight=False)

@@ -18,7 +18,7 @@ from surgelab.providers.measured import Measured
 from surgelab.providers.requirements import Requirement, RequirementProfile
 from surgelab.scenario.model import Price
 
-__all__ = ["Verdict", "Rank", "Scorecard", "score", "format_value"]
+__all__ = ["Verdict", "Rank", "Scorecard", "score", "format_value", "quota_limited"]
 
 _HOW_TO_MEASURE = {
     "run": "no run measured it (surgelab run / compare)",
@@ -74,6 +74,7 @@ class Scorecard:
     targets: list[str]
     verdicts: list[Verdict]
     ranking: list[Rank]
+    quota_limited: dict[str, list[str]] = field(default_factory=dict)  # target -> why its runs were throttled
 
     def verdict(self, target: str, index: int) -> Verdict:
         return [v for v in self.verdicts if v.target == target][index]
@@ -106,6 +107,7 @@ class Scorecard:
                 for t in self.targets
             },  # fmt: skip
             "ranking": [r.__dict__ for r in self.ranking],
+            "quota_limited": self.quota_limited,
         }
 
 
@@ -174,4 +176,15 @@ def score(
         total = sum(r.weight for r in requirements)
         ranking.append(Rank(name, passed_weight / total if total else 0.0, passed_weight, total, not musts, musts))
     ranking.sort(key=lambda k: (not k.qualified, -k.score, k.target))
-    return Scorecard(profile, list(evidence), verdicts, ranking)
+    return Scorecard(profile, list(evidence), verdicts, ranking, quota_limited(evidence))
+
+
+def quota_limited(evidence: dict[str, TargetEvidence]) -> dict[str, list[str]]:
+    """Per target, the runs its provider's quota throttled (``rate_limits.quota_limited``), each with its verdict."""
+    found: dict[str, list[str]] = {}
+    for name, ev in evidence.items():
+        for source, block in ev.summaries:
+            limits = block.get("rate_limits") or {}
+            if limits.get("quota_limited"):
+                found.setdefault(name, []).append(f"{source}: {limits.get('verdict')}")
+    return found

@@ -283,4 +283,9 @@ def compare_runs(
         },
     }  # fmt: skip
     notes = [f"{run['label']} is INVALID (the client distorted its load)" for run in runs if not run["valid"]]
+    notes += [
+        f"{label} was {r.summary['rate_limits']['verdict']}"
+        for label, r in zip(labels, reports)
+        if (r.summary.get("rate_limits") or {}).get("quota_limited")
+    ]  # a provider's quota, not its speed: its latencies are no verdict on it
     return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors], notes=notes)

@@ -9,6 +9,10 @@ refining a reader — the HTML page draws the documented shapes below.
   "plan": <the SLA capacity> | None}``
 * ``fleet`` (a simulation's ``fleet.parquet``): ``{"t": [...], "replicas": [...], "queue": [...],
   "shed": [...], "cost_per_hour": [...]}``
+* ``rate_limits`` (a run whose provider sent rate-limit headers, docs/networks.md): per second
+  of the run, ``{"t": [...], "remaining_requests": [...], "remaining_tokens": [...],
+  "throttled_per_s": [...]}`` — the fewest requests and tokens left among the answers that
+  ended in that second (null when none said; ``…_most``: the most), and the 429s.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
+from surgelab.analysis.columns import ColumnSource, seconds
 from surgelab.sweep.result import SweepFileError, read_sweep
 from surgelab.units import parse_duration
 
@@ -94,7 +100,35 @@ def _fleet(run_dir: Path) -> dict[str, Any] | None:
     return out
 
 
-READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": _fleet}
+def _rate_limits(run_dir: Path) -> dict[str, Any] | None:
+    """The provider's quota left over the run, a second at a time; None when it never said."""
+    try:
+        source = ColumnSource(run_dir)
+    except (OSError, ValueError):
+        return None
+    if not source.has("ratelimit_requests"):
+        return None
+    requests, tokens = source.floats("ratelimit_requests"), source.floats("ratelimit_tokens")
+    said = np.isfinite(requests) | np.isfinite(tokens)
+    end = source.numpy("end_ns", seconds)
+    if end is None or not (said & np.isfinite(end)).any():
+        return None
+    throttled = source.floats("http_status") == 429
+    n = int(np.nanmax(end)) + 1
+    second = np.where(np.isfinite(end), end, -1).astype(np.int64)
+    out: dict[str, Any] = {"t": [k + 0.5 for k in range(n)]}
+    for key, values in (("remaining_requests", requests), ("remaining_tokens", tokens)):
+        least, most = np.full(n, np.inf), np.full(n, -np.inf)
+        keep = (second >= 0) & np.isfinite(values)
+        np.minimum.at(least, second[keep], values[keep])
+        np.maximum.at(most, second[keep], values[keep])
+        out[key] = [None if not np.isfinite(v) else int(v) for v in least]
+        out[key + "_most"] = [None if not np.isfinite(v) else int(v) for v in most]
+    out["throttled_per_s"] = np.bincount(second[(second >= 0) & throttled], minlength=n)[:n].tolist()
+    return out
+
+
+READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": _fleet, "rate_limits": _rate_limits}
 
 
 def extensions_for(run_dir: Path | str) -> dict[str, Any]:

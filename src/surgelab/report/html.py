@@ -180,6 +180,16 @@ _REPORT_JS = r"""
     slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("count"));
     if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost"));
   }
+  if (X.rate_limits && X.rate_limits.t) {
+    const rl = section("Provider rate limits (from its response headers)");
+    const R = X.rate_limits;
+    slChart(rl, "chart-rate-limits", "Quota left and 429s, per second",
+      [slLine("requests left (most)", R.t, R.remaining_requests_most, { line: { shape: "hv", dash: "dash" } }),
+       slLine("requests left (fewest)", R.t, R.remaining_requests, { line: { shape: "hv" } }),
+       slLine("tokens left (fewest)", R.t, R.remaining_tokens, { yaxis: "y2", line: { shape: "hv", dash: "dot" } }),
+       { name: "429 per second", x: R.t, y: R.throttled_per_s, type: "bar", opacity: 0.5, marker: { color: "#b91c1c" } }],
+      lay("requests", { margin: { r: 70 }, yaxis2: { overlaying: "y", side: "right", tickformat: "~s", rangemode: "tozero", title: { text: "tokens" } } }));
+  }
   slSettle();
 })();
 """

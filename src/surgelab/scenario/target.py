@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BeforeValidator, Field, model_validator
+from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from surgelab.files import scenario_path
 from surgelab.scenario.base import PositiveSeconds, ScenarioModel, Seconds
 from surgelab.units import parse_ratio
 
-__all__ = ["Timeouts", "Backoff", "Retry", "RetryOn", "Target", "Price", "NamedTarget", "Health", "Routing"]
+__all__ = ["Timeouts", "Backoff", "Retry", "RetryOn", "Tls", "Target", "Price", "NamedTarget", "Health", "Routing"]
 
 
 class Timeouts(ScenarioModel):
@@ -54,6 +56,41 @@ class Retry(ScenarioModel):
         return data
 
 
+class Tls(ScenarioModel):
+    """How HTTPS targets are trusted and how surgelab shows itself to them (docs/networks.md)."""
+
+    ca_cert: str | None = Field(
+        None, description="PEM file of the CA(s) that signed the server's certificate (a private CA), trusted besides the system's."
+    )
+    client_cert: str | None = Field(None, description="PEM client certificate for mutual TLS (may hold the key too).")
+    client_key: str | None = Field(None, description="PEM key of client_cert, when it is in a file of its own.")
+    server_name: str | None = Field(
+        None, description="Name sent as SNI and checked against the certificate, instead of the URL's host (e.g. when the URL is an IP)."
+    )
+    insecure: bool = Field(
+        False, description="Do not verify the server's certificate at all: test benches only; the terminal and the report say so."
+    )
+
+    @field_validator("ca_cert", "client_cert", "client_key")
+    @classmethod
+    def _exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else str(Path(scenario_path(value, info, f"tls.{info.field_name}")).resolve())
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> Tls:
+        if self.client_key and not self.client_cert:
+            raise ValueError("client_key needs client_cert (the certificate it belongs to)")
+        return self
+
+
+def _proxy_url(value: Any) -> Any:
+    if isinstance(value, str) and value not in ("", "none", "env"):
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme != "http":
+            raise ValueError(f"expected an http:// proxy URL, 'env' or 'none', got {value!r}")
+    return value
+
+
 class Target(ScenarioModel):
     """The endpoint under test. The API key is read from the environment, never stored."""
 
@@ -77,6 +114,14 @@ class Target(ScenarioModel):
     )
     timeouts: Timeouts = Timeouts()
     retry: Retry | None = Field(None, description="Retry failed requests (off by default): on, max_attempts, budget, backoff.")
+    tls: Tls = Tls()
+    proxy: Annotated[str, BeforeValidator(_proxy_url)] = Field(
+        "env",
+        description="HTTP proxy for the target: 'env' (HTTPS_PROXY / HTTP_PROXY / NO_PROXY, as curl reads them), 'none', or http://[user:pass@]host:port. HTTPS goes through it with CONNECT.",
+    )
+    redirects: int = Field(
+        0, ge=0, le=10, description="Redirects (307/308, and 301-303 for GET) followed per request; 0 records a 3xx as http_error with a hint."
+    )
     max_response_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="A response body (or a streamed answer's text) larger than this ends the request as protocol_error: memory stays bounded."
     )

@@ -125,6 +125,11 @@ class ServerConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)
     token: str | None = None
     """When set, every request but GET /health needs ``Authorization: Bearer TOKEN``."""
+    tls_cert: str | None = None
+    """PEM certificate chain (and key, unless ``tls_key``): serve HTTPS."""
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    """PEM CA: require client certificates it signed (mutual TLS)."""
 
     @property
     def served_model(self) -> str:

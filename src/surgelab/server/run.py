@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import ssl
 import sys
 from collections.abc import Coroutine
 from typing import Any
@@ -14,7 +15,19 @@ from prometheus_client import disable_created_metrics
 from surgelab.server.app import build_app
 from surgelab.server.config import ServerConfig
 
-__all__ = ["serve"]
+__all__ = ["serve", "tls_context"]
+
+
+def tls_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """HTTPS when ``tls_cert`` is given; with ``tls_client_ca``, only clients holding a certificate it signed."""
+    if not config.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(config.tls_cert, config.tls_key)
+    if config.tls_client_ca:
+        context.load_verify_locations(cafile=config.tls_client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def serve(config: ServerConfig) -> None:
@@ -36,11 +49,13 @@ async def _serve(config: ServerConfig) -> None:
     runner = web.AppRunner(build_app(config), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port, backlog=2048)
+        tls = tls_context(config)
+        site = web.TCPSite(runner, config.host, config.port, backlog=2048, ssl_context=tls)
         await site.start()
         host, port = runner.addresses[0][:2]
+        scheme = "https" if tls else "http"
         print(
-            f"surgelab serve: {config.served_model} (profile {config.profile.name}) on http://{host}:{port}/v1",
+            f"surgelab serve: {config.served_model} (profile {config.profile.name}) on {scheme}://{host}:{port}/v1",
             flush=True,
         )
         stop = asyncio.Event()

@@ -14,16 +14,19 @@ __all__ = ["ScriptedServerProcess", "scripted_server"]
 class ScriptedServerProcess(ListeningChild):
     """``surgelab.testing.scripted_server`` (or, with ``lean``, ``lean_server``) as a child process, on a port it picked."""
 
-    def __init__(self, ttft: float = 0.0, itl: float = 0.0, *, startup_timeout: float = 20.0, lean: bool = False) -> None:
+    def __init__(
+        self, ttft: float = 0.0, itl: float = 0.0, *, startup_timeout: float = 20.0, lean: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         module = "surgelab.testing.lean_server" if lean else "surgelab.testing.scripted_server"
-        cmd = [sys.executable, "-m", module, "--port", "0", "--ttft", str(ttft), "--itl", str(itl)]
+        cmd = [sys.executable, "-m", module, "--port", "0", "--ttft", str(ttft), "--itl", str(itl), *extra]
         super().__init__(cmd, label=f"the {'lean' if lean else 'scripted'} server", startup_timeout=startup_timeout)
         self.ttft = ttft
         self.itl = itl
 
     @property
     def base_url(self) -> str:
-        """The OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
+        """The OpenAI base URL, ``http://127.0.0.1:PORT/v1`` (``https://`` when started with ``--cert``)."""
         return self.root_url + "/v1"
 
 

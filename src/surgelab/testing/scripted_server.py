@@ -13,6 +13,12 @@ The requested ``model`` name picks a behaviour, so one server process serves eve
     echo-auth            HTTP 401 repeating the Authorization header back
     drop-reused          close a connection, without a word, when a second request arrives on it
                          (a keep-alive timer or request limit firing while the request was on its way)
+    quota-N              a hosted API's quota of N requests a second: OpenAI's x-ratelimit-* headers
+                         on every answer, then HTTP 429 with Retry-After until the second is over
+
+``/moved/v1/...`` answers 307 and ``/moved-301/v1/...`` 301 to the same path without the
+prefix (a redirect to follow), ``/moved-away/v1/...`` 307 to it on ``localhost`` (another origin); ``--cert``/``--key`` serve HTTPS, ``--client-ca`` asks every
+client for a certificate that CA signed (mutual TLS).
 
 Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
 ``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
@@ -24,15 +30,24 @@ tests can tell pooled keep-alive from a new connection per request, and the last
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import orjson
 from aiohttp import web
 
-from surgelab.testing.serving import run_timed_server, serve_app
+from surgelab.testing.serving import (
+    add_tls_arguments,
+    run_until_interrupted,
+    serve_app,
+    server_argument_parser,
+    tls_context,
+)
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
-__all__ = ["make_app", "serve"]
+__all__ = ["make_app", "serve", "QUOTA_TOKENS"]
+
+QUOTA_TOKENS = 100_000  # a quota-N model's tokens a second
 
 _TOKENIZER = BuiltinTokenizer()
 
@@ -71,6 +86,7 @@ async def _until(deadline: float) -> None:
 def make_app(ttft: float, itl: float) -> web.Application:
     live: dict[int, asyncio.BaseTransport] = {}  # held, so no id is reused while it is listed
     stats = {"requests": 0, "connections": 0, "authorization": None}
+    quotas: dict[str, list[float]] = {}  # model -> [window start, requests, tokens] (quota-N)
 
     async def completions(request: web.Request) -> web.StreamResponse:
         arrived = time.monotonic()
@@ -92,6 +108,15 @@ def make_app(ttft: float, itl: float) -> web.Application:
             raise asyncio.CancelledError  # aiohttp writes nothing for a handler cancelled on a closed connection
         n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         gap = float(model[5:]) if model.startswith("slow-") else itl
+        limit_headers: dict[str, str] | None = None
+        if model.startswith("quota-"):
+            limit_headers, allowed = _quota(quotas, model, int(model[6:]), arrived)
+            if not allowed:
+                return web.json_response(
+                    {"error": {"message": "Rate limit reached for requests", "type": "requests"}},
+                    status=429,
+                    headers=limit_headers,
+                )
         if model.startswith("status-"):
             status = int(model[7:])
             headers = {"Retry-After": "1"} if status == 429 else None
@@ -112,8 +137,9 @@ def make_app(ttft: float, itl: float) -> web.Application:
             choice = {"index": 0, "finish_reason": "length",
                       **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}  # fmt: skip
             return web.json_response({"id": "cmpl-scripted", "object": "chat.completion" if chat else "text_completion",
-                                      "model": model, "choices": [choice], "usage": usage})  # fmt: skip
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+                                      "model": model, "choices": [choice], "usage": usage}, headers=limit_headers)  # fmt: skip
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           **(limit_headers or {})})  # fmt: skip
         await resp.prepare(request)
         for k, word in enumerate(words):
             await _until(arrived + ttft + gap * k)
@@ -134,7 +160,19 @@ def make_app(ttft: float, itl: float) -> web.Application:
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "ok", "object": "model"}]})
 
+    async def moved(request: web.Request) -> web.Response:
+        status, prefix = (301, "/moved-301") if request.path.startswith("/moved-301/") else (307, "/moved")
+        await request.read()
+        location = request.path[len(prefix) :]
+        if request.path.startswith("/moved-away/"):  # the same server under another name: another origin
+            prefix = "/moved-away"
+            location = f"http://localhost:{request.url.port}{request.path[len(prefix) :]}"
+        return web.Response(status=status, headers={"Location": location}, text="moved")
+
     app = web.Application()
+    app.router.add_route("*", "/moved/{rest:.*}", moved)
+    app.router.add_route("*", "/moved-301/{rest:.*}", moved)
+    app.router.add_route("*", "/moved-away/{rest:.*}", moved)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
@@ -143,12 +181,40 @@ def make_app(ttft: float, itl: float) -> web.Application:
     return app
 
 
-async def serve(host: str, port: int, ttft: float, itl: float) -> None:
-    await serve_app(make_app(ttft, itl), host, port)
+def _quota(quotas: dict[str, list[float]], model: str, limit: int, now: float) -> tuple[dict[str, str], bool]:
+    """Count a request against ``model``'s quota of ``limit`` a second: its headers, and whether it is allowed."""
+    window = quotas.setdefault(model, [now, 0, 0])
+    if now - window[0] >= 1.0:
+        window[:] = [now, 0, 0]
+    allowed = window[1] < limit
+    if allowed:
+        window[1] += 1
+        window[2] += 100  # tokens charged per request
+    reset_ms = max(math.ceil((window[0] + 1.0 - now) * 1000), 1)
+    headers = {
+        "x-ratelimit-limit-requests": str(limit),
+        "x-ratelimit-remaining-requests": str(limit - int(window[1])),
+        "x-ratelimit-limit-tokens": str(QUOTA_TOKENS),
+        "x-ratelimit-remaining-tokens": str(QUOTA_TOKENS - int(window[2])),
+        "x-ratelimit-reset-requests": f"{reset_ms}ms",
+        "x-ratelimit-reset-tokens": f"{reset_ms}ms",
+    }
+    if not allowed:
+        headers["retry-after"] = str(max(math.ceil(reset_ms / 1000), 1))
+    return headers, allowed
+
+
+async def serve(host: str, port: int, ttft: float, itl: float, tls: object = None) -> None:
+    await serve_app(make_app(ttft, itl), host, port, tls=tls)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_timed_server(__doc__, serve, argv)
+    parser = server_argument_parser(__doc__)
+    parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token")
+    parser.add_argument("--itl", type=float, default=0.0, help="seconds between tokens")
+    add_tls_arguments(parser)
+    args = parser.parse_args(argv)
+    run_until_interrupted(serve(args.host, args.port, args.ttft, args.itl, tls_context(args)))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -16,15 +17,19 @@ from aiohttp import web
 
 from surgelab.aio import run_async
 
-__all__ = ["run_timed_server", "run_until_interrupted", "serve_app", "server_argument_parser"]
+__all__ = [
+    "add_tls_arguments", "run_timed_server", "run_until_interrupted", "serve_app", "server_argument_parser", "tls_context",
+]  # fmt: skip
 
 
-async def serve_app(app: web.Application, host: str, port: int, backlog: int = 4096) -> None:
+async def serve_app(
+    app: web.Application, host: str, port: int, backlog: int = 4096, tls: ssl.SSLContext | None = None
+) -> None:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=backlog)
+    site = web.TCPSite(runner, host, port, backlog=backlog, ssl_context=tls)
     await site.start()
-    print(f"listening on http://{host}:{runner.addresses[0][1]}", flush=True)
+    print(f"listening on {'https' if tls else 'http'}://{host}:{runner.addresses[0][1]}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
@@ -38,6 +43,25 @@ def server_argument_parser(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     return parser
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--cert`` and ``--key`` (serve HTTPS), ``--client-ca`` (and ask every client for a certificate it signed)."""
+    parser.add_argument("--cert", help="PEM certificate chain: serve HTTPS")
+    parser.add_argument("--key", help="PEM key of --cert (when not in the same file)")
+    parser.add_argument("--client-ca", help="PEM CA: require client certificates it signed (mutual TLS)")
+
+
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The server's TLS context from ``add_tls_arguments``' options; None without ``--cert``."""
+    if not args.cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.cert, args.key)
+    if args.client_ca:
+        context.load_verify_locations(cafile=args.client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def run_timed_server(
