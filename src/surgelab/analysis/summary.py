@@ -17,6 +17,7 @@ import pyarrow as pa
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
+from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
@@ -342,28 +343,6 @@ def _tpot(c: RecordColumns, mask: np.ndarray, stream: bool) -> np.ndarray:
         return np.empty(0)
     sel = mask & (c.output > 1)
     return (c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1)
-
-
-def meets_slo(c: RecordColumns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
-    """Rows meeting every objective of their tier (the scenario's SLO where a tier sets none)."""
-    good = mask.copy()
-    tiers = c.tier[mask].distinct() if mask.any() else []
-    mean_itl = None
-    with np.errstate(invalid="ignore"):
-        for tier in tiers:
-            slo, rows = scenario.slo_of(str(tier)), mask & (c.tier == tier)
-            if slo.ttft is not None:
-                good[rows] &= (c.first_token[rows] - c.intended[rows]) <= slo.ttft
-            if slo.e2e is not None:
-                good[rows] &= (c.end[rows] - c.intended[rows]) <= slo.e2e
-            if slo.tpot is not None:
-                out = c.output[rows]
-                tpot = np.where(out > 1, (c.end[rows] - c.first_token[rows]) / np.maximum(out - 1, 1), 0.0)
-                good[rows] &= tpot <= slo.tpot
-            if slo.itl is not None:
-                mean_itl = c.mean_itl() if mean_itl is None else mean_itl
-                good[rows] &= np.nan_to_num(mean_itl[rows], nan=0.0) <= slo.itl
-    return good
 
 
 def _littles_law(c: RecordColumns, start: float, end: float) -> dict[str, float | None]:
