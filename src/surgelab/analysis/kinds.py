@@ -69,7 +69,7 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     ok = measured & (c.state == State.OK.value)
     failed = measured & c.state.isin([s.value for s in FAILED_STATES])
     # rates count every success that ended in the window, warm-up ones included (as summary.py does)
-    ok_in_window = rows & (c.state == State.OK.value) & (c.end >= window.start) & (c.end <= window.end)
+    ok_in_window = rows & (c.state == State.OK.value) & window.ended(c.end)
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
     streams = kind in STREAMING_KINDS and scenario.target.stream
     throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}
@@ -134,7 +134,7 @@ def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any
     good = meets_slo(c, ok_in_window, scenario)
     applied = fitting(objectives(scenario, "", kind), kind, scenario.target.stream)
     finished = int((ok_in_window | (measured & c.state.isin([s.value for s in FAILED_STATES])
-                                     & (c.end >= window.start) & (c.end <= window.end))).sum())  # fmt: skip
+                                     & window.ended(c.end))).sum())  # fmt: skip
     return {"requests_per_s": window.per_s(float(good.sum())),
             "fraction": float(good.sum()) / finished if finished else None,
             "slo_ms": {k: (v * 1000 if v is not None else None) for k, v in applied.model_dump().items()}}  # fmt: skip

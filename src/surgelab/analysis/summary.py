@@ -19,6 +19,7 @@ from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain,
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
+from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario, Slo
@@ -141,6 +142,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
         "duration_s": window.length,
+        "window": {"start_s": window.start, "end_s": window.end},
         "wall_s": info.wall_s,
         "requests": {
             "scheduled": len(c.state),
@@ -214,19 +216,6 @@ def _prompt_lengths(c: RecordColumns, tokenizer: str) -> dict[str, Any]:
     return block
 
 
-@dataclass(frozen=True)
-class Window:
-    start: float
-    end: float
-
-    @property
-    def length(self) -> float:
-        return self.end - self.start
-
-    def per_s(self, count: float) -> float:
-        return count / self.length if self.length > 0 else 0.0
-
-
 def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
     """Requests, throughput, latency and goodput of a subset of rows.
 
@@ -240,7 +229,7 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
     is_failed = rows & c.state.isin([s.value for s in FAILED_STATES])
     ok, failed = is_ok & measured, is_failed & measured
     dropped = measured & (c.state == State.DROPPED.value)
-    in_window = (c.end >= window.start) & (c.end <= window.end)
+    in_window = window.ended(c.end)
     ok_in_window = is_ok & in_window
     n_ok, n_failed, n_dropped = int(ok.sum()), int(failed.sum()), int(dropped.sum())
     finished = n_ok + n_failed

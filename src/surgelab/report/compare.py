@@ -1,10 +1,10 @@
 """Comparing runs: differences with bootstrap confidence intervals and a verdict per metric.
 
 Method (stated in every comparison report): the first run is the baseline. For each run the
-measured requests (after warm-up) are resampled with replacement, ``resamples`` times, with a
-seeded generator; each resample recomputes the metric (percentiles over the resampled
-requests' values, ITL over all gaps of the resampled requests, throughput as resampled
-successes ending in the window ÷ its length). Baseline and candidate are resampled
+requests are resampled with replacement, ``resamples`` times, with a seeded generator; each
+resample recomputes the metric (percentiles and the error rate over the resampled measured
+requests, those after the warm-up; ITL over all their gaps; throughput as resampled successes
+ending in the measurement window ÷ its length, exactly as summary.json counts it). Baseline and candidate are resampled
 independently, and the 95 % interval of the difference is the 2.5th–97.5th percentile of the
 resampled differences (percentile bootstrap). A percentile with fewer than 20 values beyond it in
 either run (P99 of fewer than 2,000 requests) is out of the bootstrap's reach — resamples
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.analysis.window import window_of
 from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
 
 __all__ = ["CompareData", "MetricComparison", "compare_runs", "METHOD"]
@@ -54,26 +55,25 @@ class _Sample:
 
 
 def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> _Sample:
-    keep = c.measured
-    state = c.state[keep]
-    ok = state == "ok"
-    end = c.end[keep]
-    start = run_info.get("window_start_s") or summary.get("load", {}).get("warmup_s") or 0.0
-    stop = run_info.get("stopped_at_s") or (start + (summary.get("duration_s") or 0.0))
-    window = float(summary.get("duration_s") or max(stop - start, 1e-9))
-    in_window = ok & (end >= start) & (end <= stop)
-    failed = state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
-    lengths = np.where(ok, c.gaps.lengths[keep], 0).astype(np.int64)
-    flat = c.gaps.values(keep & c.ok()) * 1000.0
+    """Every request of a run: latencies and errors over the measured ones, throughput as the summary counts it
+    (successes ending in the window, warm-up ones included: ``analysis.window``), so the exact values are
+    the summary's own."""
+    measured = c.measured
+    ok = c.ok()
+    window = window_of(summary, run_info)
+    in_window = ok & window.ended(c.end)
+    failed = measured & c.state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
+    lengths = np.where(ok & measured, c.gaps.lengths, 0).astype(np.int64)
+    flat = c.gaps.values(measured & ok) * 1000.0
     return _Sample(
-        n=int(keep.sum()),
-        window_s=window,
+        n=len(measured),
+        window_s=window.length if window.length > 0 else 1e-9,
         ok_in_window=in_window,
-        tokens_in_window=np.where(in_window, np.nan_to_num(c.output[keep]), 0.0),
-        done=ok | failed,
+        tokens_in_window=np.where(in_window, np.nan_to_num(c.output), 0.0),
+        done=(ok & measured) | failed,
         failed=failed,
-        ttft=np.where(ok, c.ttft()[keep] * 1000.0, np.nan),
-        e2e=np.where(ok, c.e2e()[keep] * 1000.0, np.nan),
+        ttft=np.where(ok & measured, c.ttft() * 1000.0, np.nan),
+        e2e=np.where(ok & measured, c.e2e() * 1000.0, np.nan),
         itl=flat,
         itl_parent=np.repeat(np.arange(len(lengths)), lengths),
     )
