@@ -3,7 +3,9 @@
 Images are synthesised with Pillow: a smooth gradient with a per-request pattern of blocks,
 so every image is different (multimodal caches keyed on the image hash cannot flatter a run)
 while encoding stays cheap. Audio is a 16-bit mono WAV written with the stdlib ``wave``
-module: a few tones plus noise, generated with numpy.
+module: tones plus noise, cut from a signal generated once with numpy (a clip is a copy, so
+transcription load is never limited by making its audio). ``synth_wav_seconds`` and
+``image_tokens`` give sizes without making anything (``surgelab preview``).
 
 Image-token formulas (``images.tokens``), all documented in docs/kinds.md:
 
@@ -26,7 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["image_tokens", "synth_image", "image_size", "synth_wav", "wav_seconds", "folder_files", "IMAGE_MIME"]
+__all__ = [
+    "image_tokens", "synth_image", "image_size", "image_file_size", "synth_wav", "synth_wav_seconds", "prepare_audio", "wav_seconds",
+    "wav_file_seconds", "folder_files", "IMAGE_MIME",
+]  # fmt: skip
 
 IMAGE_MIME = {"png": "image/png", "jpeg": "image/jpeg"}
 
@@ -85,14 +90,57 @@ def image_size(data: bytes) -> tuple[int, int]:
         return image.size
 
 
-def synth_wav(seconds: float, sample_rate: int = 16000, seed: int = 0) -> bytes:
-    """A 16-bit mono WAV of ``seconds``: three tones and some noise, unique to ``seed``."""
-    n = max(1, round(seconds * sample_rate))
-    rng = np.random.default_rng(seed)
+_BED_SECONDS = 32  # the pre-built signal clips are cut from (per sample rate)
+_STAMP = 8  # leading samples that carry the clip's seed, so no two clips are the same bytes
+
+
+@lru_cache(maxsize=4)
+def _audio_bed(sample_rate: int) -> np.ndarray:
+    """``_BED_SECONDS`` of 16-bit audio, built once: three tones that change pitch every second, and noise."""
+    n = _BED_SECONDS * sample_rate
+    rng = np.random.default_rng(0x5EED)
     t = np.arange(n, dtype=np.float32) / sample_rate
-    signal = sum(np.sin(2 * np.pi * f * t) for f in rng.uniform(120, 900, size=3)) / 4
-    signal = signal + rng.normal(0, 0.05, size=n).astype(np.float32)
-    samples = (np.clip(signal, -1, 1) * 32000).astype("<i2")
+    pitches = rng.uniform(120, 900, size=(_BED_SECONDS, 3)).astype(np.float32)
+    per_sample = np.repeat(pitches, sample_rate, axis=0)
+    signal = np.sin(2 * np.pi * per_sample * t[:, None]).sum(axis=1) / 4
+    signal += rng.normal(0, 0.05, size=n).astype(np.float32)
+    return (np.clip(signal, -1, 1) * 32000).astype("<i2")
+
+
+def prepare_audio(sample_rate: int = 16000) -> None:
+    """Build the signal ``synth_wav`` cuts clips from now (it is kept for the process's life)."""
+    _audio_bed(sample_rate)
+
+
+def synth_wav_frames(seconds: float, sample_rate: int = 16000) -> int:
+    """Samples in the clip ``synth_wav(seconds, sample_rate)`` makes."""
+    return max(1, round(seconds * sample_rate))
+
+
+def synth_wav_seconds(seconds: float, sample_rate: int = 16000) -> float:
+    """The exact duration of ``synth_wav(seconds, sample_rate)``, without making it."""
+    return synth_wav_frames(seconds, sample_rate) / float(sample_rate)
+
+
+def synth_wav(seconds: float, sample_rate: int = 16000, seed: int = 0) -> bytes:
+    """A 16-bit mono WAV of ``seconds``: tones and noise, unique to ``seed``.
+
+    Cut from a pre-built signal at a place ``seed`` picks (looped when longer), its first samples
+    spelling ``seed``: a copy, not a synthesis, so making clips never limits the client's rate
+    (benchmarks/RESULTS.md, "Media at run time").
+    """
+    n = synth_wav_frames(seconds, sample_rate)
+    bed = _audio_bed(sample_rate)
+    start = int(np.random.default_rng([seed, 11]).integers(0, bed.size))
+    pieces, need = [], n
+    while need > 0:
+        piece = bed[start : start + need]
+        pieces.append(piece)
+        need -= piece.size
+        start = 0
+    samples = np.concatenate(pieces) if len(pieces) > 1 else pieces[0].copy()
+    stamp = np.frombuffer(int(seed % (1 << 64)).to_bytes(8, "little") * 2, dtype="<i2")[: min(_STAMP, n)]
+    samples[: stamp.size] = stamp
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
@@ -106,6 +154,20 @@ def wav_seconds(data: bytes) -> float:
     """Duration of a WAV file (wave.Error if it is not one)."""
     with wave.open(io.BytesIO(data), "rb") as clip:
         return clip.getnframes() / float(clip.getframerate())
+
+
+def wav_file_seconds(path: Path) -> float:
+    """Duration of a WAV file on disk, from its header only."""
+    with wave.open(str(path), "rb") as clip:
+        return clip.getnframes() / float(clip.getframerate())
+
+
+def image_file_size(path: Path) -> tuple[int, int]:
+    """Width and height of an image file, from its header only."""
+    from PIL import Image  # heavy and optional: only for image kinds
+
+    with Image.open(path) as image:
+        return image.size
 
 
 @lru_cache(maxsize=8)
