@@ -1,9 +1,11 @@
-"""``surgelab preview`` sizes media without making it, and making audio at run time is a copy (issue 20:
-the preview of examples/mixed-production.yaml took 95 s of CPU synthesising every clip and image)."""
+"""``surgelab preview`` sizes media without making it, and making audio and images at run time is about a
+copy (issue 20: the preview of examples/mixed-production.yaml took 95 s of CPU synthesising every clip and
+image, and each 12 s clip cost the client 53 ms)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import signal
 import time
 from collections.abc import Iterator
@@ -15,7 +17,7 @@ from rich.console import Console
 from surgelab.load.phases import plan_phases
 from surgelab.report.preview import compute_preview, render_terminal
 from surgelab.scenario import load_scenario
-from surgelab.workload.media import synth_wav, wav_seconds
+from surgelab.workload.media import synth_image, synth_wav, wav_seconds
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
 TRACES = Path(__file__).parents[1].parent / "shared" / "data" / "traces"
@@ -77,3 +79,28 @@ def test_audio_clips_are_unique_exact_and_cost_a_copy() -> None:
         synth_wav(12.0, 16000, seed=100 + i)
     per_clip_ms = (time.process_time() - started) / 50 * 1000
     assert per_clip_ms < 5, f"{per_clip_ms:.1f} ms of CPU per 12 s clip (synthesising one took 53 ms)"
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png"])
+def test_images_are_unique_exact_in_size_and_cheap(fmt: str) -> None:
+    from PIL import Image
+
+    synth_image(64, 64, fmt, 85, seed=0)  # what is built once (the JPEG gradient) is built here
+    decoded = []
+    for seed, (width, height) in enumerate([(1120, 840), (1601, 1199), (17, 9), (640, 480)]):
+        with Image.open(io.BytesIO(synth_image(width, height, fmt, 85, seed=seed))) as image:
+            image.load()
+            assert image.size == (width, height) and image.format == fmt.upper()
+            decoded.append(image.tobytes())
+    pixels = set()
+    for seed in range(12):
+        with Image.open(io.BytesIO(synth_image(320, 200, fmt, 85, seed=seed))) as image:
+            pixels.add(image.tobytes())
+    assert len(pixels) == 12, "every request's image differs in its pixels, not only in its bytes"
+    if fmt == "png":
+        return  # written directly: faster than Pillow's encoder, but still in proportion to its size
+    started = time.process_time()
+    for seed in range(20):
+        synth_image(1600, 1200, fmt, 85, seed=seed)
+    per_image_ms = (time.process_time() - started) / 20 * 1000
+    assert per_image_ms < 5, f"{per_image_ms:.1f} ms of CPU per 1600×1200 JPEG (encoding one took 15 ms)"

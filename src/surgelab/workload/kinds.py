@@ -30,6 +30,7 @@ from surgelab.workload.media import (
     image_size,
     image_tokens,
     prepare_audio,
+    prepare_images,
     synth_image,
     synth_wav,
     synth_wav_seconds,
@@ -57,10 +58,13 @@ def _draws(dist: Any, rng: np.random.Generator, n: int, low: int = 1) -> list[in
 
 
 def prepare(cls: RequestClass) -> None:
-    """Pre-build what a class's media is cut from (the audio bed, ~0.2 s once per sample rate), before
-    the run starts rather than on the event loop at its first transcription request."""
+    """Pre-build what a class's media is cut from (the audio bed, the JPEG gradient: ~0.1–0.2 s once each),
+    before the run starts rather than on the event loop at its first request."""
     if cls.request_kind == "transcription" and not (cls.audio and cls.audio.folder):
         prepare_audio((cls.audio or _default_audio()).sample_rate)
+    images = cls.images or _default_images()
+    if cls.request_kind == "vision" and not images.folder and images.format == "jpeg":
+        prepare_images(images.quality)
 
 
 def build(factory: PromptFactory, index: int, spec: RequestSpec, media: bool = True) -> RequestSpec:
