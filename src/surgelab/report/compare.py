@@ -1,10 +1,11 @@
 """Comparing runs: differences with bootstrap confidence intervals and a verdict per metric.
 
 Method (stated in every comparison report): the first run is the baseline. For each run the
-requests are resampled with replacement, ``resamples`` times, with a seeded generator; each
-resample recomputes the metric (percentiles and the error rate over the resampled measured
-requests, those after the warm-up; ITL over all their gaps; throughput as resampled successes
-ending in the measurement window ÷ its length, exactly as summary.json counts it). Baseline and candidate are resampled
+measured requests (after warm-up) are resampled with replacement, ``resamples`` times, with a
+seeded generator; each resample recomputes the metric (percentiles over the resampled
+requests' values, ITL over all gaps of the resampled requests); throughput resamples every
+request and counts the successes ending in the measurement window ÷ its length, exactly as
+summary.json counts it (warm-up requests that finish inside the window included). Baseline and candidate are resampled
 independently, and the 95 % interval of the difference is the 2.5th–97.5th percentile of the
 resampled differences (percentile bootstrap). A percentile with fewer than 20 values beyond it in
 either run (P99 of fewer than 2,000 requests) is out of the bootstrap's reach — resamples
@@ -44,6 +45,7 @@ class _Sample:
 
     n: int
     window_s: float
+    measured: np.ndarray  # indices of the requests after the warm-up: what latency and error metrics resample
     ok_in_window: np.ndarray  # bool per request
     tokens_in_window: np.ndarray  # output tokens of those, 0 otherwise
     done: np.ndarray  # ok or failed (error-rate denominator)
@@ -68,6 +70,7 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
     return _Sample(
         n=len(measured),
         window_s=window.length if window.length > 0 else 1e-9,
+        measured=np.flatnonzero(measured),
         ok_in_window=in_window,
         tokens_in_window=np.where(in_window, np.nan_to_num(c.output), 0.0),
         done=(ok & measured) | failed,
@@ -128,6 +131,11 @@ class _Metric:
     q: float = 0.0
 
     @property
+    def every_request(self) -> bool:
+        """A rate: it counts every success ending in the window, warm-up ones included, as the summary does."""
+        return self.id in ("throughput", "output_tokens")
+
+    @property
     def from_intended(self) -> bool:
         """Measured from the intended send time, so the client's send jitter is inside it."""
         return self.column in ("ttft", "e2e")
@@ -183,11 +191,13 @@ def _finite(v: float) -> float | None:
     return round(float(v), 4) if np.isfinite(v) else None
 
 
-def _bootstrap(stat: Stat, s: _Sample, cols: dict[str, _Weighted], rng: np.random.Generator, b: int) -> np.ndarray:
+def _bootstrap(metric: _Metric, s: _Sample, cols: dict[str, _Weighted], rng: np.random.Generator, b: int) -> np.ndarray:
+    """``b`` resamples of ``metric``: of every request for the rates, of the measured ones for the rest."""
+    rows = np.arange(s.n) if metric.every_request else s.measured
     out = np.empty(b)
     for i in range(b):
-        w = np.bincount(rng.integers(0, s.n, s.n), minlength=s.n).astype(np.float64) if s.n else None
-        out[i] = stat(s, w, cols)
+        w = np.bincount(rows[rng.integers(0, rows.size, rows.size)], minlength=s.n).astype(np.float64) if rows.size else None
+        out[i] = metric.stat(s, w, cols)
     return out
 
 
@@ -247,10 +257,10 @@ def compare_runs(
     for k, metric in enumerate(METRICS):
         values = [metric.stat(s, None, cols) for s, cols in zip(samples, columns)]
         rng = np.random.default_rng([seed, k])
-        base_boot = _bootstrap(metric.stat, samples[0], columns[0], rng, resamples)
+        base_boot = _bootstrap(metric, samples[0], columns[0], rng, resamples)
         diffs = []
         for s, cols, value, floor in zip(samples[1:], columns[1:], values[1:], floors[1:]):
-            boot = _bootstrap(metric.stat, s, cols, rng, resamples) - base_boot
+            boot = _bootstrap(metric, s, cols, rng, resamples) - base_boot
             boot = boot[np.isfinite(boot)]
             lo, hi = (np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan))
             sparse = False
