@@ -52,6 +52,8 @@ def removing_on_error(tmp: Path, final: Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
+            if exc.filename is not None and str(exc.filename) == str(tmp):
+                exc = OSError(exc.errno, exc.strerror, str(final))  # the file asked for, not its .tmp
             raise located(exc, final) from None
         raise
 
