@@ -73,6 +73,7 @@ def _one_error_line(stderr: str, *needles: str) -> str:
     assert len(errors) == 1, stderr
     for needle in needles:
         assert needle in errors[0], (needle, errors[0])
+    assert ".tmp" not in errors[0], "the file asked for is named, not its temporary"
     return errors[0]
 
 
