@@ -77,7 +77,10 @@ def main() -> None:
 
     print(f"surgelab from {Path(where).parent}")
     cmd = [sys.executable, __file__, "--serve", "0"]
-    with ListeningChild(cmd, label="the transcription server", startup_timeout=20) as server, tempfile.TemporaryDirectory() as tmp:
+    with (
+        ListeningChild(cmd, label="the transcription server", startup_timeout=20) as server,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         url = server.root_url + "/v1"
 
         def sustained(rate: float) -> bool:
