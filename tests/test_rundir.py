@@ -88,4 +88,4 @@ def test_cannot_create_is_a_run_dir_error(tmp_path):
 def test_json_round_trip(tmp_path):
     write_json(tmp_path / "x.json", {"a": [1, 2.5, None]})
     assert read_json(tmp_path / "x.json") == {"a": [1, 2.5, None]}
-    assert not (tmp_path / "x.tmp").exists()
+    assert not (tmp_path / "x.json.tmp").exists()

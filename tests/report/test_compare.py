@@ -73,3 +73,33 @@ def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, brows
     page.screenshot(path=str(screenshot_dir / "compare.png"), full_page=True)
     two = surgelab_cli("compare", str(runs["tiny"]))
     assert two.returncode == 2 and "at least two" in two.stderr
+
+
+def test_compare_show_summary_and_report_agree_on_throughput(runs, tmp_path, monkeypatch):
+    """One definition of throughput (issue 20: compare said 2.70 / 2.10 req/s where summary.json said 2.80 / 2.80,
+    and 5.13 in show against 4.93 in compare): successes ending in the window, warm-up ones included."""
+    from typer.testing import CliRunner
+
+    from surgelab.cli import app
+    from surgelab.report.model import build_report_data
+
+    names = ("h100-a", "tiny")
+    summaries = [json.loads((runs[n] / "summary.json").read_text()) for n in names]
+    assert all(s["requests"]["warmup"] for s in summaries), "runs with a warm-up, whose late requests end in the window"
+    out = tmp_path / "cmp"
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["compare", *(str(runs[n]) for n in names), "--out", str(out), "--resamples", "100"],
+                                env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (out / "compare.html").is_file() and not (tmp_path / "compare.html").exists(), "--out DIR, not the cwd"
+    model = json.loads((out / "compare.json").read_text())
+    metrics = {m["id"]: m for m in model["metrics"]}
+    for k, summary in enumerate(summaries):
+        assert metrics["throughput"]["values"][k] == pytest.approx(summary["throughput"]["requests_per_s"], abs=1e-4)
+        assert metrics["output_tokens"]["values"][k] == pytest.approx(summary["throughput"]["output_tokens_per_s"], abs=1e-3)
+        shown = CliRunner().invoke(app, ["show", str(runs[names[k]])], env={"COLUMNS": "200"}).stdout
+        assert f"{summary['throughput']['requests_per_s']:.2f} req/s" in shown
+        cards = {c["id"]: c["value"] for c in build_report_data(runs[names[k]]).cards}
+        assert cards["throughput"] == summary["throughput"]["requests_per_s"]
+        table = f"{metrics['throughput']['values'][k]:.{1 if metrics['throughput']['values'][k] >= 10 else 2}f}"
+        assert table in result.stdout, "the compare table shows the summary's figure"

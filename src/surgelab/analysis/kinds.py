@@ -4,9 +4,9 @@ TTFT, ITL and TPOT appear only for kinds that stream tokens (chat, completions, 
 ``target.stream``); speech has its time to first audio byte instead. Every kind has E2E,
 requests per second, and throughput in its own unit; transcription has the real-time factor
 (processing time ÷ audio duration, below 1 is faster than real time) and speech the audio
-seconds produced per second of processing. Goodput judges each request by its kind's SLO
-(``kinds.<kind>.slo``, the scenario's ``slo`` filling what is unset), using only the
-objectives that fit the kind.
+seconds produced per second of processing. Goodput judges each request as the whole summary
+does (``analysis.slo``): its tier's objectives, then its kind's (``kinds.<kind>.slo``), then the
+scenario's ``slo``, using only the objectives that fit the kind.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.analysis.slo import STREAMING_KINDS, fitting, kinds_of, meets_slo, objectives
 from surgelab.analysis.stats import distribution
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario
 
 __all__ = ["by_kind", "STREAMING_KINDS", "THROUGHPUT_UNITS"]
 
-STREAMING_KINDS = ("chat", "completions", "vision")
 THROUGHPUT_UNITS = {
     # kind: (field in throughput, column it sums)
     "embeddings": ("inputs_per_s", "input_units"),
@@ -37,7 +37,7 @@ THROUGHPUT_UNITS = {
 
 def by_kind(c: Any, window: Any, scenario: Scenario) -> dict[str, Any]:
     """One block per kind present in the records (``c``: the summary's columns)."""
-    kinds = c.kind.replace("", scenario.target.endpoint)
+    kinds = kinds_of(c, scenario)
     units = _Units(c)
     result = {}
     for kind in kinds.distinct():
@@ -69,7 +69,7 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     ok = measured & (c.state == State.OK.value)
     failed = measured & c.state.isin([s.value for s in FAILED_STATES])
     # rates count every success that ended in the window, warm-up ones included (as summary.py does)
-    ok_in_window = rows & (c.state == State.OK.value) & (c.end >= window.start) & (c.end <= window.end)
+    ok_in_window = rows & (c.state == State.OK.value) & window.ended(c.end)
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
     streams = kind in STREAMING_KINDS and scenario.target.stream
     throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}
@@ -105,7 +105,7 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
             block["audio_s_per_s"] = distribution(units["output_units"][ok] / (c.end[ok] - c.sent[ok]), 1)
     if kind == "flow":
         block["steps"] = _step_shares(c, ok, units.steps(), scenario)
-    block["goodput"] = _goodput(c, ok_in_window, measured, window, kind, scenario, streams)
+    block["goodput"] = _goodput(c, ok_in_window, measured, window, kind, scenario)
     return block
 
 
@@ -128,26 +128,13 @@ def _step_shares(c: Any, ok: np.ndarray, steps: list, scenario: Scenario) -> dic
     return result
 
 
-def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any, kind: str, scenario: Scenario,
-             streams: bool) -> dict[str, Any]:  # fmt: skip
-    slo = scenario.slo_of_kind(kind)
-    good = ok_in_window.copy()
-    applied: dict[str, float | None] = {"ttft": None, "itl": None, "tpot": None, "e2e": None}
-    with np.errstate(invalid="ignore"):
-        if slo.e2e is not None:
-            good &= (c.end - c.intended) <= slo.e2e
-            applied["e2e"] = slo.e2e * 1000
-        if slo.ttft is not None and (streams or kind in ("speech", "flow")):
-            good &= (c.first_token - c.intended) <= slo.ttft
-            applied["ttft"] = slo.ttft * 1000
-        if streams and slo.itl is not None:
-            good &= np.nan_to_num(c.mean_itl(), nan=0.0) <= slo.itl
-            applied["itl"] = slo.itl * 1000
-        if streams and slo.tpot is not None:
-            tpot = np.where(c.output > 1, (c.end - c.first_token) / np.maximum(c.output - 1, 1), 0.0)
-            good &= tpot <= slo.tpot
-            applied["tpot"] = slo.tpot * 1000
+def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any, kind: str, scenario: Scenario) -> dict:
+    """The rows judged as everywhere in the summary (``analysis.slo``); ``slo_ms`` shows the kind's objectives
+    (its own over the scenario's, those that fit), which its requests meet unless their tier sets its own."""
+    good = meets_slo(c, ok_in_window, scenario)
+    applied = fitting(objectives(scenario, "", kind), kind, scenario.target.stream)
     finished = int((ok_in_window | (measured & c.state.isin([s.value for s in FAILED_STATES])
-                                     & (c.end >= window.start) & (c.end <= window.end))).sum())  # fmt: skip
+                                     & window.ended(c.end))).sum())  # fmt: skip
     return {"requests_per_s": window.per_s(float(good.sum())),
-            "fraction": float(good.sum()) / finished if finished else None, "slo_ms": applied}  # fmt: skip
+            "fraction": float(good.sum()) / finished if finished else None,
+            "slo_ms": {k: (v * 1000 if v is not None else None) for k, v in applied.model_dump().items()}}  # fmt: skip

@@ -18,8 +18,10 @@ from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
+from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.trend import Trend, request_trends
+from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
 from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
@@ -143,6 +145,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
         "duration_s": window.length,
+        "window": {"start_s": window.start, "end_s": window.end},
         "wall_s": info.wall_s,
         "requests": {
             "scheduled": len(c.state),
@@ -248,19 +251,6 @@ def _prompt_lengths(c: RecordColumns, tokenizer: str) -> dict[str, Any]:
     return block
 
 
-@dataclass(frozen=True)
-class Window:
-    start: float
-    end: float
-
-    @property
-    def length(self) -> float:
-        return self.end - self.start
-
-    def per_s(self, count: float) -> float:
-        return count / self.length if self.length > 0 else 0.0
-
-
 def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenario) -> dict[str, Any]:
     """Requests, throughput, latency and goodput of a subset of rows.
 
@@ -274,7 +264,7 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
     is_failed = rows & c.state.isin([s.value for s in FAILED_STATES])
     ok, failed = is_ok & measured, is_failed & measured
     dropped = measured & (c.state == State.DROPPED.value)
-    in_window = (c.end >= window.start) & (c.end <= window.end)
+    in_window = window.ended(c.end)
     ok_in_window = is_ok & in_window
     n_ok, n_failed, n_dropped = int(ok.sum()), int(failed.sum()), int(dropped.sum())
     finished = n_ok + n_failed
@@ -377,28 +367,6 @@ def _tpot(c: RecordColumns, mask: np.ndarray, stream: bool) -> np.ndarray:
         return np.empty(0)
     sel = mask & (c.output > 1)
     return (c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1)
-
-
-def meets_slo(c: RecordColumns, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
-    """Rows meeting every objective of their tier (the scenario's SLO where a tier sets none)."""
-    good = mask.copy()
-    tiers = c.tier[mask].distinct() if mask.any() else []
-    mean_itl = None
-    with np.errstate(invalid="ignore"):
-        for tier in tiers:
-            slo, rows = scenario.slo_of(str(tier)), mask & (c.tier == tier)
-            if slo.ttft is not None:
-                good[rows] &= (c.first_token[rows] - c.intended[rows]) <= slo.ttft
-            if slo.e2e is not None:
-                good[rows] &= (c.end[rows] - c.intended[rows]) <= slo.e2e
-            if slo.tpot is not None:
-                out = c.output[rows]
-                tpot = np.where(out > 1, (c.end[rows] - c.first_token[rows]) / np.maximum(out - 1, 1), 0.0)
-                good[rows] &= tpot <= slo.tpot
-            if slo.itl is not None:
-                mean_itl = c.mean_itl() if mean_itl is None else mean_itl
-                good[rows] &= np.nan_to_num(mean_itl[rows], nan=0.0) <= slo.itl
-    return good
 
 
 def _littles_law(c: RecordColumns, start: float, end: float) -> dict[str, float | None]:

@@ -38,4 +38,13 @@ from surgelab.cli import commands_twin  # noqa: E402,F401,I001
 
 
 def main() -> None:
-    app()
+    """The ``surgelab`` script: an OSError no command handled is still one line naming the file, never a traceback."""
+    try:
+        app()
+    except BrokenPipeError:  # the output was piped into something that stopped reading (``| head``)
+        raise SystemExit(1) from None
+    except OSError as exc:
+        from surgelab.cli.common import fail
+        from surgelab.files import os_error_line
+
+        raise SystemExit(fail(os_error_line(exc), 1).exit_code) from None

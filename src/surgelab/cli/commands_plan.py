@@ -63,7 +63,12 @@ def preview(
     for warning in ramp_warnings(scenario):
         Console().print(f"[yellow]warning:[/] {warning}", highlight=False)
     if html is not None:
-        html.write_text(render_html(data), encoding="utf-8")
+        from surgelab.files import os_error_line, write_atomic
+
+        try:
+            write_atomic(html, render_html(data))
+        except OSError as exc:
+            raise fail(f"preview page not written: {os_error_line(exc, 'or give --html another path', html)}") from None
         Console().print(f"wrote {html}")
 
 
@@ -119,7 +124,8 @@ def plan(
     peak_cv: float = typer.Option(
         0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."
     ),
-    out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml and alerts.yaml here."),
+    out: Path | None = typer.Option(None, help="Write plan.json, hpa.yaml, adapter.yaml and alerts.yaml here."),
+    force: bool = typer.Option(False, "--force", help="Replace a plan already in --out (refused otherwise)."),
     deployment: str = typer.Option("inference", help="HPA: the Deployment to scale."),
     namespace: str | None = typer.Option(None, help="HPA: namespace."),
     hpa_metric: str = typer.Option(
@@ -190,14 +196,18 @@ def plan(
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
     if out is not None:
+        from surgelab.files import os_error_line
         from surgelab.plan.artefacts import write_artefacts
 
         try:
             write_artefacts(
-                out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, hpa_target, windows
-            )
+                out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, force,
+                hpa_target, windows,
+            )  # fmt: skip
         except ValueError as exc:
             raise fail(str(exc)) from None
+        except OSError as exc:
+            raise fail(f"plan not written: {os_error_line(exc, 'or give --out another directory', out)}") from None
         console.print(f"wrote {out}/plan.json, hpa.yaml, adapter.yaml, alerts.yaml", highlight=False, soft_wrap=True)
 
 

@@ -24,14 +24,18 @@ def report(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report model as JSON here."),
 ) -> None:
     """Rebuild a run's (or a sweep directory's) self-contained HTML report: charts embedded, works offline."""
+    from surgelab.files import os_error_line
     from surgelab.report.html import REPORT_FILE
     from surgelab.report.model import build_report_data
     from surgelab.report.outputs import HtmlOutput, JsonOutput
 
     data = build_report_data(_run_dir(run_dir))
-    path = HtmlOutput(out or run_dir / REPORT_FILE).finalize(data)
-    if json_out is not None:
-        JsonOutput(json_out).finalize(data)
+    try:
+        path = HtmlOutput(out or run_dir / REPORT_FILE).finalize(data)
+        if json_out is not None:
+            JsonOutput(json_out).finalize(data)
+    except OSError as exc:
+        raise fail(f"report not written: {os_error_line(exc, 'or give --out a path you can write to', out)}") from None
     print(f"report: {path}")
 
 
@@ -47,8 +51,10 @@ def show(run_dir: Path = typer.Argument(..., metavar="RUN", help="Run directory.
 @app.command("compare")
 def compare(
     runs: list[Path] = typer.Argument(..., metavar="RUN RUN [RUN...]", help="Run directories; the first is the baseline."),
-    out: Path | None = typer.Option(None, help="Comparison report HTML (default: compare.html in the current directory)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the comparison model as JSON here."),
+    out: Path | None = typer.Option(
+        None, help="Directory for compare.html and compare.json (created), or an .html file; default: the current directory."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the comparison model as JSON here (with --out DIR: DIR/compare.json)."),
     resamples: int = typer.Option(1000, min=100, help="Bootstrap resamples per run."),
     seed: int = typer.Option(0, help="Seed of the bootstrap."),
     min_effect: float = typer.Option(0.05, min=0.0, help="Smallest relative difference called significant."),
@@ -59,9 +65,19 @@ def compare(
 
     if len(runs) < 2:
         raise fail("compare needs at least two run directories")
+    from surgelab.files import os_error_line
+
+    html, json_path = Path("compare.html"), json_out
+    if out is not None and out.suffix.lower() in (".html", ".htm"):
+        html = out
+    elif out is not None:
+        html, json_path = out / "compare.html", json_out or out / "compare.json"
     data = compare_runs([_run_dir(r) for r in runs], seed=seed, resamples=resamples, min_effect=min_effect)
     TerminalOutput(Console()).finalize(data)
-    path = HtmlOutput(out or Path("compare.html")).finalize(data)
-    if json_out is not None:
-        JsonOutput(json_out).finalize(data)
-    print(f"comparison report: {path}")
+    try:
+        path = HtmlOutput(html).finalize(data)
+        if json_path is not None:
+            JsonOutput(json_path).finalize(data)
+    except OSError as exc:
+        raise fail(f"comparison not written: {os_error_line(exc, 'or give --out a directory you can write to', html)}") from None
+    print(f"comparison report: {path}" + (f" · {json_path}" if json_path is not None else ""))

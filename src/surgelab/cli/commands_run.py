@@ -205,7 +205,7 @@ def execute(
 ) -> int:
     """Run a validated scenario with the terminal view; return the exit code."""
     from surgelab.aio import run_async
-    from surgelab.metrics.rundir import RunDirError
+    from surgelab.metrics.rundir import RunDirError, records_not_written
     from surgelab.report.terminal import LiveView, print_summary
     from surgelab.runner.backends import backend_for
     from surgelab.runner.compare import CompareRun
@@ -238,6 +238,8 @@ def execute(
         raise fail(str(exc)) from None
     except RuntimeError as exc:  # a worker layout that cannot start (Ray missing, a worker that died at start)
         raise fail(str(exc)) from None
+    except OSError as exc:  # records, summary or run.json could not be written (a full disk): what is on disk stays
+        raise fail(records_not_written(exc, run_dir), EXIT_THRESHOLDS) from None
     if isinstance(result, CompareRun):
         return _compared(result, console, run_dir)
     from surgelab.report.outputs import finalize_run

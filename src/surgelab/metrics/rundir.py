@@ -26,13 +26,14 @@ import orjson
 import yaml
 
 from surgelab import __version__
+from surgelab.files import os_error_line, write_atomic
 from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
 __all__ = [
     "RUN_FILE", "SCENARIO_FILE", "SUMMARY_FILE", "RunDirError", "prepare_run_dir", "redact", "run_info",
-    "write_run_info", "read_run", "add_run_context", "write_summary_file", "write_json", "read_json",
+    "write_run_info", "read_run", "add_run_context", "write_summary_file", "write_json", "read_json", "records_not_written",
 ]  # fmt: skip
 
 RUN_FILE = "run.json"
@@ -67,12 +68,12 @@ def prepare_run_dir(path: Path, scenario: Scenario) -> Path:
     path = Path(path)
     if path.exists() and any((path / name).exists() for name in (RECORDS_FILE, PARTS_DIR, SUMMARY_FILE)):
         raise RunDirError(f"{path} already holds a run; choose another --out")
+    resolved = redact(scenario.model_dump(mode="json", by_alias=True))
     try:
         path.mkdir(parents=True, exist_ok=True)
+        write_atomic(path / SCENARIO_FILE, yaml.safe_dump(resolved, sort_keys=False))
     except OSError as exc:
-        raise RunDirError(f"cannot create run directory {path}: {exc.strerror or exc}") from None
-    resolved = redact(scenario.model_dump(mode="json", by_alias=True))
-    (path / SCENARIO_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+        raise RunDirError(f"cannot create run directory: {os_error_line(exc, 'or give --out another directory', path)}") from None
     return path
 
 
@@ -141,9 +142,20 @@ def write_summary_file(run_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    tmp.replace(path)
+    """Whole or absent (no ``.tmp`` left on a full disk); an OSError names ``path``."""
+    write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+
+
+def records_not_written(exc: OSError, run_dir: Path) -> str:
+    """One line for a run whose records, summary or run.json could not be written (a full disk)."""
+    run_dir = Path(run_dir)
+    parts = sorted((run_dir / PARTS_DIR).glob("*part-*.parquet")) if (run_dir / PARTS_DIR).is_dir() else []
+    kept = f"the {len(parts)} record part(s) already written are kept in {run_dir / PARTS_DIR}"
+    if not parts:
+        kept = f"no records had been written yet in {run_dir}"
+    if (run_dir / RECORDS_FILE).is_file():
+        kept = f"the records are kept in {run_dir / RECORDS_FILE}"
+    return f"{os_error_line(exc)}; {kept} — once there is room, `surgelab summarize {run_dir}` rebuilds the summary"
 
 
 def read_json(path: Path) -> Any:

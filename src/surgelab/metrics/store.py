@@ -3,6 +3,8 @@
 While a run is under way every flush writes one complete, small Parquet file into
 ``records.parts/`` (a file with a footer, readable on its own), so a crash, even ``kill -9``,
 loses at most one flush interval. A clean finish merges the parts into ``records.parquet``.
+A write that fails (a full disk) leaves no ``.tmp`` behind and raises an OSError naming the file;
+the parts already written stay where they are until a merge of them is complete.
 ``read_records`` reads whichever exists, so a crashed run can still be summarised.
 """
 
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from surgelab.files import removing_on_error
 from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
 __all__ = [
@@ -158,9 +161,9 @@ class PartStore:
             return
         number, self._next_part = self._next_part, self._next_part + 1  # reserved before writing
         path = self.parts_dir / f"{self.prefix}part-{number:06d}.parquet"
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(table, tmp, compression="zstd")
-        tmp.replace(path)  # a part is either whole or absent
+        with removing_on_error(path.with_suffix(".tmp"), path) as tmp:  # a full disk leaves no half part behind
+            pq.write_table(table, tmp, compression="zstd")
+            tmp.replace(path)  # a part is either whole or absent
         self.rows_written += table.num_rows
 
     def finalize(self) -> Path:
@@ -213,12 +216,12 @@ def merge_table_parts(run_dir: Path | str, stem: str, schema: pa.Schema, key: st
     if not _part_files(run_dir, stem) and target.is_file() and pq.read_schema(target).equals(schema):
         _remove_parts(run_dir, stem)  # already merged: nothing to rewrite
         return target
-    tmp = target.with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for table in _in_key_order(_pieces(run_dir, stem, key), schema, key):
-            writer.write_table(table)
-            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
-    tmp.replace(target)
+    with removing_on_error(target.with_suffix(".tmp"), target) as tmp:  # the parts stay until the merge is whole
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for table in _in_key_order(_pieces(run_dir, stem, key), schema, key):
+                writer.write_table(table)
+                pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
+        tmp.replace(target)
     _remove_parts(run_dir, stem)
     return_freed_memory()
     return target

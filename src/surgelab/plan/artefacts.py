@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from surgelab.conditions import Threshold
+from surgelab.files import located, write_atomic
 from surgelab.plan.capacity import CapacityPlan
 from surgelab.plan.k8s import HPA_METRICS, HpaSpec, adapter_rules, alert_rules, dump_yaml, hpa_manifest
 
@@ -29,15 +30,21 @@ def write_artefacts(
     metric: str = "inflight",
     metric_name: str | None = None,
     min_replicas: int | None = None,
+    force: bool = False,
     target: float | None = None,
     windows: tuple[int, int] = (0, 300),
 ) -> list[Path]:
-    """Write the files into ``out`` (created); ValueError for unusable settings, before writing.
+    """Write the files into ``out`` (created); ValueError for unusable settings or an earlier plan
+    there (unless ``force``), before writing. Each file is whole or absent; an OSError names the file.
 
     ``windows``: the scale-up and scale-down stabilisation windows, seconds.
     """
     if metric not in HPA_METRICS:
         raise ValueError(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {metric!r}")
+    paths = [out / "plan.json", out / "hpa.yaml", out / "alerts.yaml", out / "adapter.yaml"]
+    earlier = [p.name for p in paths if p.exists()]
+    if earlier and not force:
+        raise ValueError(f"{out} already holds a plan ({', '.join(earlier)}): give --force to replace it, or another --out")
     fleet = plan.fleet
     if metric == "inflight" and not plan.capacity_in_flight and target is None:
         metric = "rps"  # no in-flight figure without a sweep
@@ -55,12 +62,14 @@ def write_artefacts(
     hpa = hpa_manifest(spec)
     ttft = next((t.value for t in slos if t.metric == "ttft" and t.op in ("<", "<=")), None)
     rules = alert_rules(fleet.per_instance_target, plan.capacity, ttft)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "plan.json", out / "hpa.yaml", out / "alerts.yaml", out / "adapter.yaml"]
-    paths[0].write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
-    paths[1].write_text(dump_yaml(hpa), encoding="utf-8")
-    paths[2].write_text(dump_yaml(rules), encoding="utf-8")
-    paths[3].write_text(dump_yaml(adapter_rules(spec)), encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise located(exc, out) from None
+    write_atomic(paths[0], json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
+    write_atomic(paths[1], dump_yaml(hpa))
+    write_atomic(paths[2], dump_yaml(rules))
+    write_atomic(paths[3], dump_yaml(adapter_rules(spec)))
     return paths
 
 

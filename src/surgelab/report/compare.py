@@ -3,8 +3,9 @@
 Method (stated in every comparison report): the first run is the baseline. For each run the
 measured requests (after warm-up) are resampled with replacement, ``resamples`` times, with a
 seeded generator; each resample recomputes the metric (percentiles over the resampled
-requests' values, ITL over all gaps of the resampled requests, throughput as resampled
-successes ending in the window ÷ its length). Baseline and candidate are resampled
+requests' values, ITL over all gaps of the resampled requests); throughput resamples every
+request and counts the successes ending in the measurement window ÷ its length, exactly as
+summary.json counts it (warm-up requests that finish inside the window included). Baseline and candidate are resampled
 independently, and the 95 % interval of the difference is the 2.5th–97.5th percentile of the
 resampled differences (percentile bootstrap). A percentile with fewer than 20 values beyond it in
 either run (P99 of fewer than 2,000 requests) is out of the bootstrap's reach — resamples
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.analysis.window import window_of
 from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
 
 __all__ = ["CompareData", "MetricComparison", "compare_runs", "METHOD"]
@@ -43,6 +45,7 @@ class _Sample:
 
     n: int
     window_s: float
+    measured: np.ndarray  # indices of the requests after the warm-up: what latency and error metrics resample
     ok_in_window: np.ndarray  # bool per request
     tokens_in_window: np.ndarray  # output tokens of those, 0 otherwise
     done: np.ndarray  # ok or failed (error-rate denominator)
@@ -54,26 +57,26 @@ class _Sample:
 
 
 def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> _Sample:
-    keep = c.measured
-    state = c.state[keep]
-    ok = state == "ok"
-    end = c.end[keep]
-    start = run_info.get("window_start_s") or summary.get("load", {}).get("warmup_s") or 0.0
-    stop = run_info.get("stopped_at_s") or (start + (summary.get("duration_s") or 0.0))
-    window = float(summary.get("duration_s") or max(stop - start, 1e-9))
-    in_window = ok & (end >= start) & (end <= stop)
-    failed = state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
-    lengths = np.where(ok, c.gaps.lengths[keep], 0).astype(np.int64)
-    flat = c.gaps.values(keep & c.ok()) * 1000.0
+    """Every request of a run: latencies and errors over the measured ones, throughput as the summary counts it
+    (successes ending in the window, warm-up ones included: ``analysis.window``), so the exact values are
+    the summary's own."""
+    measured = c.measured
+    ok = c.ok()
+    window = window_of(summary, run_info)
+    in_window = ok & window.ended(c.end)
+    failed = measured & c.state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
+    lengths = np.where(ok & measured, c.gaps.lengths, 0).astype(np.int64)
+    flat = c.gaps.values(measured & ok) * 1000.0
     return _Sample(
-        n=int(keep.sum()),
-        window_s=window,
+        n=len(measured),
+        window_s=window.length if window.length > 0 else 1e-9,
+        measured=np.flatnonzero(measured),
         ok_in_window=in_window,
-        tokens_in_window=np.where(in_window, np.nan_to_num(c.output[keep]), 0.0),
-        done=ok | failed,
+        tokens_in_window=np.where(in_window, np.nan_to_num(c.output), 0.0),
+        done=(ok & measured) | failed,
         failed=failed,
-        ttft=np.where(ok, c.ttft()[keep] * 1000.0, np.nan),
-        e2e=np.where(ok, c.e2e()[keep] * 1000.0, np.nan),
+        ttft=np.where(ok & measured, c.ttft() * 1000.0, np.nan),
+        e2e=np.where(ok & measured, c.e2e() * 1000.0, np.nan),
         itl=flat,
         itl_parent=np.repeat(np.arange(len(lengths)), lengths),
     )
@@ -126,6 +129,11 @@ class _Metric:
     stat: Stat
     column: str | None = None  # percentile metrics: the value column and the percentile
     q: float = 0.0
+
+    @property
+    def every_request(self) -> bool:
+        """A rate: it counts every success ending in the window, warm-up ones included, as the summary does."""
+        return self.id in ("throughput", "output_tokens")
 
     @property
     def from_intended(self) -> bool:
@@ -183,11 +191,13 @@ def _finite(v: float) -> float | None:
     return round(float(v), 4) if np.isfinite(v) else None
 
 
-def _bootstrap(stat: Stat, s: _Sample, cols: dict[str, _Weighted], rng: np.random.Generator, b: int) -> np.ndarray:
+def _bootstrap(metric: _Metric, s: _Sample, cols: dict[str, _Weighted], rng: np.random.Generator, b: int) -> np.ndarray:
+    """``b`` resamples of ``metric``: of every request for the rates, of the measured ones for the rest."""
+    rows = np.arange(s.n) if metric.every_request else s.measured
     out = np.empty(b)
     for i in range(b):
-        w = np.bincount(rng.integers(0, s.n, s.n), minlength=s.n).astype(np.float64) if s.n else None
-        out[i] = stat(s, w, cols)
+        w = np.bincount(rows[rng.integers(0, rows.size, rows.size)], minlength=s.n).astype(np.float64) if rows.size else None
+        out[i] = metric.stat(s, w, cols)
     return out
 
 
@@ -247,10 +257,10 @@ def compare_runs(
     for k, metric in enumerate(METRICS):
         values = [metric.stat(s, None, cols) for s, cols in zip(samples, columns)]
         rng = np.random.default_rng([seed, k])
-        base_boot = _bootstrap(metric.stat, samples[0], columns[0], rng, resamples)
+        base_boot = _bootstrap(metric, samples[0], columns[0], rng, resamples)
         diffs = []
         for s, cols, value, floor in zip(samples[1:], columns[1:], values[1:], floors[1:]):
-            boot = _bootstrap(metric.stat, s, cols, rng, resamples) - base_boot
+            boot = _bootstrap(metric, s, cols, rng, resamples) - base_boot
             boot = boot[np.isfinite(boot)]
             lo, hi = (np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan))
             sparse = False

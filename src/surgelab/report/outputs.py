@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
+from surgelab.files import located, os_error_line, write_atomic
 from surgelab.report.compare import CompareData
 from surgelab.report.compare_view import compare_table, render_compare_html
 from surgelab.report.html import REPORT_FILE, render_html
@@ -23,11 +25,12 @@ Result = ReportData | CompareData
 
 
 def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Whole or absent: no ``.tmp`` is left behind; an OSError names ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise located(exc, path.parent) from None
+    return write_atomic(path, text)
 
 
 class TerminalOutput:
@@ -74,5 +77,9 @@ def finalize_run(run_dir: Path | str, console: Console) -> Path | None:
     try:
         return write_run_report(run_dir)
     except Exception as exc:  # the records and summary are already safe on disk
-        console.print(f"[yellow]warning:[/] report.html not written: {exc} (retry with `surgelab report {run_dir}`)")
+        why = os_error_line(exc) if isinstance(exc, OSError) else str(exc).splitlines()[0] if str(exc) else repr(exc)
+        console.print(
+            f"[yellow]warning:[/] report.html not written: {escape(why)} (retry with `surgelab report {escape(str(run_dir))}`)",
+            highlight=False, soft_wrap=True, markup=True,
+        )  # fmt: skip
         return None

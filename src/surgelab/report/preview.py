@@ -92,7 +92,8 @@ def compute_preview(scenario: Scenario, latency_s: float) -> Preview:
 def _classes(plan) -> list[ClassPreview]:
     sampler = plan.sampler
     base = getattr(sampler, "base", sampler)  # a replay samples lengths from its trace
-    specs = [sampler.spec(i) for i in range(min(_SAMPLES, len(getattr(sampler, "rows", range(_SAMPLES)))))]
+    count = min(_SAMPLES, len(getattr(sampler, "rows", range(_SAMPLES))))
+    specs = [sampler.spec(i, media=False) for i in range(count)]  # sizes only: no image or audio is made
     result = []
     for cls in base.classes:
         mine = [s for s in specs if s.request_class == cls.name]

@@ -15,8 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from surgelab.client.openai import OpenAIClient
 from surgelab.client.routing import Router
+from surgelab.files import os_error_line
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
@@ -102,6 +105,8 @@ class Execution:
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
         self.t0 = time.perf_counter_ns() if t0 is None else t0
         self._writing: asyncio.Future | None = None
+        self._in_writing: pa.Table | None = None  # the rows of the flush under way, kept until they are on disk
+        self._unwritten: list[pa.Table] = []  # rows a failed flush could not write (a full disk), tried again at the end
 
     def clock(self) -> int:
         """Nanoseconds since the run started, on the monotonic performance counter."""
@@ -216,17 +221,40 @@ class Execution:
             await asyncio.gather(*self.tasks, return_exceptions=True)
 
     async def flush_loop(self) -> None:
-        """Write buffered records off the event loop; a write in progress is never abandoned."""
+        """Write buffered records off the event loop; a write in progress is never abandoned.
+
+        A write that fails (a full disk) stops the run: the parts already written stay, the rows
+        that were not are kept for one more try at the end (``final_flush``).
+        """
         interval = self.scenario.output.flush_interval
         while True:
             await asyncio.sleep(interval)
-            self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
-            await asyncio.shield(self._writing)
+            self._in_writing = self.buffer.take()
+            self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, self._in_writing))
+            try:
+                await asyncio.shield(self._writing)
+            except OSError as exc:
+                self._unwritten.append(self._in_writing)
+                self._writing = self._in_writing = None
+                self.request_stop(f"aborted: records cannot be written: {os_error_line(exc)}")
+                return
+            self._writing = self._in_writing = None
 
     async def final_flush(self) -> None:
+        """Write what is left; an OSError (naming the file) when some rows could not be written after all."""
         if self._writing is not None:
-            await self._writing  # let a flush under way land before the last one
-        self.store.write(self.buffer.take())
+            try:
+                await self._writing  # let a flush under way land before the last one
+            except OSError:
+                self._unwritten.append(self._in_writing)  # type: ignore[arg-type]
+            self._writing = self._in_writing = None
+        tables, self._unwritten = [*self._unwritten, self.buffer.take()], []
+        for i, table in enumerate(tables):
+            try:
+                self.store.write(table)
+            except OSError:
+                self._unwritten = tables[i:]  # what could not be written, for the caller to count
+                raise
 
     def tick(self) -> None:
         if self.on_tick is None and not self.observers:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.aio import run_async
+from surgelab.files import os_error_line
 from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.runner.cpu import CpuWatch
@@ -67,7 +68,10 @@ def _worker_main(
         watcher.cancel()
         messages.put(("done", index, {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns}))
 
-    run_async(main())
+    try:
+        run_async(main())
+    except OSError as exc:  # its last records could not be written (a full disk): the coordinator says so, once
+        messages.put(("done", index, {"reason": f"aborted: records cannot be written: {os_error_line(exc)}", "at_ns": None}))
 
 
 async def _wait_ready(messages: Any, processes: list[Any]) -> None:

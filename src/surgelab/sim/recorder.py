@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from surgelab.files import write_atomic
 from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 from surgelab.metrics.store import RECORDS_FILE, RecordMeta
 
@@ -51,9 +52,7 @@ class Recorder:
         table = pa.concat_tables(self._tables) if self._tables else RECORD_SCHEMA.empty_table()
         table = table.sort_by("id")
         self._tables = []
-        tmp = self.path.with_suffix(".tmp")
-        pq.write_table(table, tmp, compression="zstd")
-        tmp.replace(self.path)
+        write_atomic(self.path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))  # no .tmp on a full disk
         return table
 
     @staticmethod

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from surgelab.files import write_atomic
+
 __all__ = [
     "LevelRow",
     "SweepResult",
@@ -184,11 +186,10 @@ class SweepResult:
 def write_sweep(result: SweepResult, sweep_dir: Path) -> Path:
     """Write ``sweep.json`` and ``sweep.parquet``; return the JSON path."""
     path = sweep_dir / "sweep.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n")
     if result.levels:
-        pq.write_table(pa.Table.from_pylist([r.flat() for r in result.sorted_levels()]), sweep_dir / "sweep.parquet")
+        table = pa.Table.from_pylist([r.flat() for r in result.sorted_levels()])
+        write_atomic(sweep_dir / "sweep.parquet", lambda tmp: pq.write_table(table, tmp))
     return path
 
 

@@ -22,14 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from surgelab.scenario.workload import Audio, Documents, Images
+from surgelab.scenario.workload import Audio, Documents, Images, RequestClass
 from surgelab.workload.media import (
     IMAGE_MIME,
     folder_files,
+    image_file_size,
     image_size,
     image_tokens,
+    prepare_audio,
+    prepare_images,
     synth_image,
     synth_wav,
+    synth_wav_seconds,
+    wav_file_seconds,
     wav_seconds,
 )
 from surgelab.workload.request import RequestSpec
@@ -37,7 +42,7 @@ from surgelab.workload.request import RequestSpec
 if TYPE_CHECKING:
     from surgelab.workload.prompts import PromptFactory
 
-__all__ = ["build", "fill", "PAYLOAD_KINDS"]
+__all__ = ["build", "prepare", "fill", "PAYLOAD_KINDS"]
 
 PAYLOAD_KINDS = ("embeddings", "vision", "transcription", "image_generation", "rerank", "http", "flow")
 _SPREAD = 1_000_033  # keeps the texts of one request's inputs apart from other requests'
@@ -47,14 +52,32 @@ def _draw(dist: Any, rng: np.random.Generator, low: int = 1) -> int:
     return max(int(np.rint(dist.sample(rng, 1)[0])), low)
 
 
-def build(factory: PromptFactory, index: int, spec: RequestSpec) -> RequestSpec:
+def _draws(dist: Any, rng: np.random.Generator, n: int, low: int = 1) -> list[int]:
+    """``n`` of ``_draw`` at once: the same values (numpy draws one after another either way), one call."""
+    return np.maximum(np.rint(dist.sample(rng, n)), low).astype(np.int64).tolist() if n > 0 else []
+
+
+def prepare(cls: RequestClass) -> None:
+    """Pre-build what a class's media is cut from (the audio bed, the JPEG gradient: ~0.1–0.2 s once each),
+    before the run starts rather than on the event loop at its first request."""
+    if cls.request_kind == "transcription" and not (cls.audio and cls.audio.folder):
+        prepare_audio((cls.audio or _default_audio()).sample_rate)
+    images = cls.images or _default_images()
+    if cls.request_kind == "vision" and not images.folder and images.format == "jpeg":
+        prepare_images(images.quality)
+
+
+def build(factory: PromptFactory, index: int, spec: RequestSpec, media: bool = True) -> RequestSpec:
+    """``spec`` with its kind's payload; ``media=False`` leaves images, audio and the extra texts of a batch
+    unmade (``payload`` None) but gives the same sizes, token counts and units — what ``surgelab preview``
+    needs, at no synthesis cost."""
     c = factory.cls
     kind = c.request_kind
     rng = np.random.default_rng([*factory.key, 7, index])
     if kind == "embeddings":
         size = _draw(c.batch_size, rng)
-        lengths = [spec.prompt_tokens - factory.system_tokens] + [_draw(c.prompt_tokens, rng) for _ in range(size - 1)]
-        texts = (spec.prompt, *(factory.text(index + j * _SPREAD, n) for j, n in enumerate(lengths[1:], 1)))
+        lengths = [spec.prompt_tokens - factory.system_tokens, *_draws(c.prompt_tokens, rng, size - 1)]
+        texts = (spec.prompt, *(factory.text(index + j * _SPREAD, n) for j, n in enumerate(lengths[1:], 1))) if media else None
         return replace(spec, payload=texts, prompt_tokens=sum(lengths), input_units=float(size))
     if kind == "vision":
         images = c.images or _default_images()
@@ -64,24 +87,34 @@ def build(factory: PromptFactory, index: int, spec: RequestSpec) -> RequestSpec:
             if images.folder:
                 files = folder_files(images.folder, (".png", ".jpg", ".jpeg"))
                 path = files[(index * 7 + k) % len(files)]
-                data = path.read_bytes()
-                mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
-                width, height = image_size(data)
+                if media:
+                    data = path.read_bytes()
+                    mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
+                    width, height = image_size(data)
+                else:
+                    width, height = image_file_size(path)
             else:
                 width, height = _draw(images.width, rng, 16), _draw(images.height, rng, 16)
-                data = synth_image(width, height, images.format, images.quality, seed=index * 64 + k)
-                mime = IMAGE_MIME[images.format]
-            parts.append((f"data:{mime};base64,{base64.b64encode(data).decode()}", width, height, images.detail))
+                if media:
+                    data = synth_image(width, height, images.format, images.quality, seed=index * 64 + k)
+                    mime = IMAGE_MIME[images.format]
+            if media:
+                parts.append((f"data:{mime};base64,{base64.b64encode(data).decode()}", width, height, images.detail))
             tokens += image_tokens(width, height, images.tokens, images.detail)
-        return replace(spec, payload=tuple(parts), prompt_tokens=spec.prompt_tokens + tokens, input_units=float(count))
+        payload = tuple(parts) if media else None
+        return replace(spec, payload=payload, prompt_tokens=spec.prompt_tokens + tokens, input_units=float(count))
     if kind == "transcription":
         audio = c.audio or _default_audio()
         if audio.folder:
             files = folder_files(audio.folder, (".wav",))
             path = files[index % len(files)]
+            if not media:
+                return replace(spec, prompt="", prompt_tokens=0, input_units=wav_file_seconds(path))
             data, name = path.read_bytes(), path.name
         else:
             seconds = max(float(audio.seconds.sample(rng, 1)[0]), 0.1)
+            if not media:
+                return replace(spec, prompt="", prompt_tokens=0, input_units=synth_wav_seconds(seconds, audio.sample_rate))
             data, name = synth_wav(seconds, audio.sample_rate, seed=index), f"clip-{index}.wav"
         seconds = wav_seconds(data)
         return replace(spec, payload=(data, name, seconds), prompt="", prompt_tokens=0, input_units=seconds)
@@ -93,8 +126,8 @@ def build(factory: PromptFactory, index: int, spec: RequestSpec) -> RequestSpec:
     if kind == "rerank":
         docs = c.documents or _default_documents()
         count = _draw(docs.count, rng)
-        lengths = [_draw(docs.tokens, rng) for _ in range(count)]
-        texts = tuple(factory.text(index + (j + 1) * _SPREAD, n) for j, n in enumerate(lengths))
+        lengths = _draws(docs.tokens, rng, count)
+        texts = tuple(factory.text(index + (j + 1) * _SPREAD, n) for j, n in enumerate(lengths)) if media else None
         extra = spec.extra if docs.top_n is None else {**spec.extra, "top_n": docs.top_n}
         return replace(spec, payload=texts, prompt_tokens=spec.prompt_tokens + sum(lengths), input_units=float(count), extra=extra)
     if kind == "http":
@@ -104,7 +137,7 @@ def build(factory: PromptFactory, index: int, spec: RequestSpec) -> RequestSpec:
                   "index": index, "request_class": c.name}  # fmt: skip
         return replace(spec, payload=(template.method, template.path, template.body, dict(template.headers), values))
     if kind == "flow":
-        steps = tuple(step.spec(index) for step in factory.steps)
+        steps = tuple(step.spec(index, media) for step in factory.steps)
         return replace(spec, steps=steps, prompt_tokens=sum(s.prompt_tokens for s in steps), input_units=float(len(steps)))
     return spec
 

@@ -19,6 +19,7 @@ from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 from surgelab.traces import read_trace_cached
 from surgelab.workload.kinds import PAYLOAD_KINDS
 from surgelab.workload.kinds import build as build_kind
+from surgelab.workload.kinds import prepare as prepare_kind
 from surgelab.workload.request import RequestSpec
 
 __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
@@ -72,6 +73,7 @@ class PromptFactory:
         c = request_class
         self._key = key
         self.steps = [PromptFactory(step, [*key, 8, k], self.tokenizer) for k, step in enumerate(c.flow or ())]
+        prepare_kind(c)
         self.system_prompt = (
             self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2]))
             if c.system_prompt_tokens
@@ -97,7 +99,8 @@ class PromptFactory:
 
         self._draws = _Blocks([*key, 1], draw)
 
-    def spec(self, index: int) -> RequestSpec:
+    def spec(self, index: int, media: bool = True) -> RequestSpec:
+        """Request ``index``; ``media=False`` sizes its images and audio without making them (``surgelab preview``)."""
         n, max_tokens, with_prefix, row = self._draws[index]
         n, max_tokens = int(n), int(max_tokens)
         around = self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
@@ -124,7 +127,7 @@ class PromptFactory:
             kind=c.request_kind,
         )
         if c.request_kind in PAYLOAD_KINDS:
-            return build_kind(self, index, spec)
+            return build_kind(self, index, spec, media)
         return spec
 
     @property
@@ -233,8 +236,8 @@ class WorkloadSampler:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
         return self.factories[int(k)]
 
-    def spec(self, index: int) -> RequestSpec:
-        return self.factory(index).spec(index)
+    def spec(self, index: int, media: bool = True) -> RequestSpec:
+        return self.factory(index).spec(index, media)
 
     def profile(self, user_key: Sequence[int]) -> PromptFactory:
         """The class a closed-loop user keeps for the whole run (``workload.assign: user``)."""

@@ -29,10 +29,10 @@ class TraceSampler:
         self.tokenizer = self.base.tokenizer
         self.blocks = BlockPromptBuilder(seed, block_size) if self.trace.prefix_blocks is not None else None
 
-    def spec(self, index: int) -> RequestSpec:
+    def spec(self, index: int, media: bool = True) -> RequestSpec:
         row = int(self.rows[index])
         factory = self.base.factory(index)
-        base = factory.spec(index)
+        base = factory.spec(index, media)
         trace = self.trace
         output = int(trace.output_tokens[row])
         if trace.texts is not None:

@@ -1,0 +1,78 @@
+"""One judgement of every request against its objectives, used by every goodput in summary.json.
+
+A request is judged by its tier's own objectives, then its kind's (``kinds.<kind>.slo``), then
+the scenario's ``slo`` for whatever those two leave unset — and only by the objectives that fit
+its kind: TTFT where there is a first token (chat, completions and vision — the whole answer when
+not streamed —, the first audio byte of speech, a flow's last step), ITL and TPOT only where
+tokens are streamed, E2E everywhere. An embedding or a rerank is never a miss for want of a
+first token. The headline, ``by_phase``, ``by_class``, ``by_tier`` and ``by_kind`` all count the
+same rows as good, so their goodputs add up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from surgelab.scenario.model import Scenario, Slo
+
+__all__ = ["STREAMING_KINDS", "FIRST_TOKEN_KINDS", "objectives", "fitting", "meets_slo", "kinds_of"]
+
+STREAMING_KINDS = ("chat", "completions", "vision")
+FIRST_TOKEN_KINDS = (*STREAMING_KINDS, "speech", "flow")  # kinds whose records have a first token
+_FIELDS = ("ttft", "itl", "tpot", "e2e")
+
+
+def objectives(scenario: Scenario, tier: str, kind: str) -> Slo:
+    """The objectives a request of ``tier`` and ``kind`` is judged by (before ``fitting``)."""
+    own_tier = scenario.tiers[tier].slo if tier in scenario.tiers else Slo()
+    own_kind = scenario.kinds[kind].slo if kind in scenario.kinds else Slo()  # type: ignore[index,operator]
+    values = {}
+    for name in _FIELDS:
+        chosen = (getattr(s, name) for s in (own_tier, own_kind, scenario.slo))
+        values[name] = next((v for v in chosen if v is not None), None)
+    return Slo(**values)
+
+
+def fitting(slo: Slo, kind: str, stream: bool) -> Slo:
+    """Only the objectives that fit ``kind``: TTFT where there is a first token, ITL and TPOT where tokens stream."""
+    streams = stream and kind in STREAMING_KINDS
+    return Slo(
+        ttft=slo.ttft if kind in FIRST_TOKEN_KINDS else None,
+        itl=slo.itl if streams else None,
+        tpot=slo.tpot if streams else None,
+        e2e=slo.e2e,
+    )
+
+
+def kinds_of(c: Any, scenario: Scenario) -> Any:
+    """Each row's kind; a record written before kinds existed counts as ``target.endpoint``."""
+    return c.kind.replace("", scenario.target.endpoint)
+
+
+def meets_slo(c: Any, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
+    """Rows of ``mask`` meeting every objective that applies to them (``c``: the summary's ``RecordColumns``)."""
+    good = mask.copy()
+    if not mask.any():
+        return good
+    kinds = kinds_of(c, scenario)
+    mean_itl = None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for tier in c.tier[mask].distinct():
+            in_tier = mask & (c.tier == tier)
+            for kind in kinds[in_tier].distinct():
+                slo = fitting(objectives(scenario, str(tier), str(kind)), str(kind), scenario.target.stream)
+                rows = in_tier & (kinds == kind)
+                if slo.ttft is not None:
+                    good[rows] &= (c.first_token[rows] - c.intended[rows]) <= slo.ttft
+                if slo.e2e is not None:
+                    good[rows] &= (c.end[rows] - c.intended[rows]) <= slo.e2e
+                if slo.tpot is not None:
+                    out = c.output[rows]
+                    tpot = np.where(out > 1, (c.end[rows] - c.first_token[rows]) / np.maximum(out - 1, 1), 0.0)
+                    good[rows] &= tpot <= slo.tpot
+                if slo.itl is not None:
+                    mean_itl = c.mean_itl() if mean_itl is None else mean_itl
+                    good[rows] &= np.nan_to_num(mean_itl[rows], nan=0.0) <= slo.itl
+    return good
