@@ -43,6 +43,7 @@ __all__ = ["run_on_ray", "RayUnavailable", "PULL_S"]
 PULL_S = 0.5  # how often the driver takes every actor's new records and live figures
 _CALL_TIMEOUT_S = 30.0  # an actor that answers nothing for this long is taken for lost
 _LATE_S = 60.0  # past the planned end plus grace, an actor still running is given up
+_UNAVAILABLE_S = 10.0  # unreachable (ActorUnavailableError: maybe a network blip) this long is lost
 
 
 class RayUnavailable(RuntimeError):
@@ -66,6 +67,7 @@ class _ShardActor:
     async def run(self, data: dict[str, Any], index: int, count: int, start_wall_ns: int, api_key: str | None) -> dict[str, Any]:
         scenario = Scenario.model_validate(data)
         plans = plan_phases(scenario)
+        cpu_start = time.process_time()
         t0 = time.perf_counter_ns() + (start_wall_ns - time.time_ns())  # this node's clock at the agreed instant
         with tempfile.TemporaryDirectory() as unused:  # records go to self._held, not to a directory
             ex, _ = await run_shard(
@@ -73,7 +75,7 @@ class _ShardActor:
                 on_tick=lambda snap: setattr(self, "_snapshot", asdict(snap)), stop_event=self._stop,
                 scraper_wanted=False, store=self._held,
             )  # fmt: skip
-        return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns}
+        return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
 
     def take(self) -> tuple[dict[str, Any] | None, bytes | None]:
         """The latest live snapshot and every record flushed since the last call."""
@@ -96,6 +98,7 @@ class _Worker:
     loss: WorkerLoss | None = None
     rows: int = 0
     bytes_back: int = 0
+    unreachable_since: int | None = None  # run clock; the actor may still come back
     node: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -204,7 +207,9 @@ async def run_on_ray(
             for w in pool:
                 ray.kill(w.actor, no_restart=True)
         wall_ns = time.perf_counter_ns() - t0
-        info["ray"]["records_back"] = [{"rows": w.rows, "bytes": w.bytes_back} for w in pool]
+        info["ray"]["records_back"] = [
+            {"rows": w.rows, "bytes": w.bytes_back, "actor_cpu_s": w.result["cpu_s"] if w.result else None} for w in pool
+        ]
         results = [w.result for w in pool if w.result is not None]
         reason, stop_at = stop.get("reason"), stop.get("at_ns")
         if reason is None:
@@ -232,8 +237,14 @@ async def _follow(
             gone = await _pull(ray, w)  # after the run ended, this takes its last flush
         if gone is None and finished is None and now > give_up_ns:
             gone = "still running long after the planned end"
+        if gone == "ActorUnavailableError":  # unreachable, not known dead: wait a while before giving it up
+            w.unreachable_since = now if w.unreachable_since is None else w.unreachable_since
+            if now - w.unreachable_since < _UNAVAILABLE_S * SECOND:
+                return
+        elif gone is None:
+            w.unreachable_since = None
         if gone is not None:
-            w.loss = WorkerLoss(w.index, now, gone)
+            w.loss = WorkerLoss(w.index, w.unreachable_since if w.unreachable_since is not None else now, gone)
             if policy == "stop":
                 request_stop(f"stopped: worker {w.index} died at {now / SECOND:.1f} s")
         elif finished is not None:
