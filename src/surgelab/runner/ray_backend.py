@@ -177,6 +177,7 @@ async def run_on_ray(
         nodes = [await _offset(actor) for actor in actors]
         info.update(workers=workers, ray={"address": address, "nodes": nodes})
         write_run_info(run_dir, info)  # the actors and their clock offsets, before anything can be lost
+        driver_cpu = time.process_time()  # from the start, as the actors count theirs
         pool = [_Worker(k, actor, RecordStore(run_dir, worker=k), node=nodes[k]) for k, actor in enumerate(actors)]
         start_wall = time.time_ns() + int(start_delay_s * SECOND)
         t0 = time.perf_counter_ns() + (start_wall - time.time_ns())
@@ -207,6 +208,7 @@ async def run_on_ray(
             for w in pool:
                 ray.kill(w.actor, no_restart=True)
         wall_ns = time.perf_counter_ns() - t0
+        info["driver_cpu_s"] = time.process_time() - driver_cpu  # this process's, from the start; the actors' below
         info["ray"]["records_back"] = [
             {"rows": w.rows, "bytes": w.bytes_back, "actor_cpu_s": w.result["cpu_s"] if w.result else None} for w in pool
         ]

@@ -51,6 +51,7 @@ def _worker_main(
     if not go.wait(_READY_TIMEOUT_S) or stop.is_set():
         return
     t0 = start.value
+    cpu_start = time.process_time()
 
     async def main() -> None:
         stop_event = asyncio.Event()
@@ -68,7 +69,8 @@ def _worker_main(
             stop_event=stop_event, scraper_wanted=False,
         )  # fmt: skip
         watcher.cancel()
-        messages.put(("done", index, {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns}))
+        done = {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
+        messages.put(("done", index, done))
 
     run_async(main())
 
@@ -117,6 +119,7 @@ async def run_with_workers(
         info["worker_pids"] = [process.pid for process in processes]
         write_run_info(run_dir, info)
         await _wait_ready(messages, processes)
+        driver_cpu = time.process_time()  # from the start, as the workers count theirs
         # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
         t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
         start.value = t0
@@ -192,6 +195,8 @@ async def run_with_workers(
             reason = reasons[0] if reasons else "completed"
             stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
             stop_at = min(stops) if stops else None
+        info["driver_cpu_s"] = time.process_time() - driver_cpu  # this process's, from the start; the workers' below
+        info["worker_cpu_s"] = [done[k].get("cpu_s") if k in done else None for k in range(workers)]
         if dead:
             reason = account_losses(scenario, plans, run_dir, info, list(dead.values()), workers, reason, stop_at)
         return finish(scenario, run_dir, info, reason, stop_at, wall_ns, cpu)
