@@ -57,6 +57,7 @@ class _ShardActor:
         self._stop = asyncio.Event()
         self._snapshot: dict[str, Any] | None = None
         self._held = HeldTables()
+        self._stopped: str | None = None  # a stop this actor decided (an abort, a breakpoint), for its peers
 
     def clock(self) -> tuple[int, str, int, str]:
         """This node's wall clock, host, process and Ray node."""
@@ -73,13 +74,13 @@ class _ShardActor:
             ex, _ = await run_shard(
                 scenario, Path(unused), plans, shard=Shard(index, count), t0=t0, api_key=api_key,
                 on_tick=lambda snap: setattr(self, "_snapshot", asdict(snap)), stop_event=self._stop,
-                scraper_wanted=False, store=self._held,
+                on_stop=lambda reason: setattr(self, "_stopped", reason), scraper_wanted=False, store=self._held,
             )  # fmt: skip
         return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
 
-    def take(self) -> tuple[dict[str, Any] | None, bytes | None]:
-        """The latest live snapshot and every record flushed since the last call."""
-        return self._snapshot, self._held.take()
+    def take(self) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
+        """The latest live snapshot, every record flushed since the last call, and a stop it decided."""
+        return self._snapshot, self._held.take(), self._stopped
 
     def stop(self) -> None:
         self._stop.set()
@@ -99,6 +100,7 @@ class _Worker:
     rows: int = 0
     bytes_back: int = 0
     unreachable_since: int | None = None  # run clock; the actor may still come back
+    stopped: str | None = None  # a stop the actor decided (an abort threshold, a breakpoint)
     node: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -151,7 +153,7 @@ async def _pull(ray: Any, worker: _Worker) -> str | None:
     answer, gone = await _call(ray, worker.actor.take.remote())
     if gone is not None:
         return gone
-    snapshot, data = answer
+    snapshot, data, worker.stopped = answer
     if snapshot is not None:
         worker.snapshot = LiveSnapshot(**snapshot)
     if data is not None:
@@ -213,11 +215,10 @@ async def run_on_ray(
             {"rows": w.rows, "bytes": w.bytes_back, "actor_cpu_s": w.result["cpu_s"] if w.result else None} for w in pool
         ]
         results = [w.result for w in pool if w.result is not None]
-        reason, stop_at = stop.get("reason"), stop.get("at_ns")
-        if reason is None:
-            reasons = [r["reason"] for r in results if r["reason"] != "completed"]
-            stops = [r["at_ns"] for r in results if r["at_ns"] is not None]
-            reason, stop_at = (reasons[0] if reasons else "completed"), (min(stops) if stops else None)
+        reasons = [r["reason"] for r in results if r["reason"] != "completed"]
+        stops = [t for t in (stop.get("at_ns"), *(r["at_ns"] for r in results)) if t is not None]
+        reason = stop.get("reason") or (reasons[0] if reasons else "completed")
+        stop_at = min(stops) if stops else None  # the deciding actor stopped first; the driver saw it a pull later
         losses = [w.loss for w in pool if w.loss is not None]
         if losses:
             reason = account_losses(scenario, plans, run_dir, info, losses, workers, reason, stop_at)
@@ -256,6 +257,10 @@ async def _follow(
         await asyncio.sleep(PULL_S)
         now = time.perf_counter_ns() - t0
         await asyncio.gather(*(check(w, now) for w in pool if w.running))
+        for w in pool:
+            if w.stopped is not None:  # one actor's abort or breakpoint stops them all, as with worker processes
+                request_stop(w.stopped)
+                w.stopped = None
         snaps = [w.snapshot for w in pool if w.snapshot is not None]
         if on_tick is not None and snaps:
             on_tick(merge_snapshots(snaps))
