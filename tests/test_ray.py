@@ -58,6 +58,7 @@ def test_a_killed_ray_actor_loses_only_its_unpulled_records_and_the_run_says_so(
             await asyncio.sleep(0.1)
             if len(list(parts.glob("w000-part-*"))) >= 2:
                 break
+        assert list(parts.glob("w000-part-*")), "no record of worker 0 reached the run directory while the run went on"
         before["flushed"] = pq.read_table(sorted(parts.glob("w000-part-*"))[0])
         nodes = json.loads((out / "run.json").read_text())["ray"]["nodes"]
         os.kill(nodes[0]["pid"], signal.SIGKILL)
