@@ -249,7 +249,7 @@ async def _follow(
         if gone is not None:
             w.loss = WorkerLoss(w.index, w.unreachable_since if w.unreachable_since is not None else now, gone)
             if policy == "stop":
-                request_stop(f"stopped: worker {w.index} died at {now / SECOND:.1f} s")
+                request_stop(f"stopped: worker {w.index} died at {w.loss.died_at_ns / SECOND:.1f} s")
         elif finished is not None:
             w.result = finished
 
