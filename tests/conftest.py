@@ -87,7 +87,9 @@ def run_load(scenario: Scenario, run_dir: Path, **kwargs: Any) -> RunResult:
 def check_reconciled(summary: dict[str, Any], run_dir: Path) -> pa.Table:
     """Every scheduled request is one row in records.parquet and in exactly one state."""
     requests = summary["requests"]
-    assert requests["scheduled"] == requests["ok"] + requests["failed"] + requests["dropped"] + requests["cancelled"]
+    assert requests["scheduled"] == (
+        requests["ok"] + requests["failed"] + requests["dropped"] + requests["cancelled"] + requests["lost"]
+    )
     assert sum(requests["by_state"].values()) == requests["scheduled"]
     assert requests["failed"] == sum(requests["by_state"][s.value] for s in FAILED_STATES)
     assert (run_dir / RECORDS_FILE).is_file()

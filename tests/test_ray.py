@@ -29,3 +29,59 @@ def test_a_ray_run_on_a_local_instance_yields_a_complete_summary(local_ray, zero
 
     nodes = json.loads((tmp_path / "ray" / "run.json").read_text())["ray"]["nodes"]
     assert len(nodes) == 2 and all(abs(n["offset_ms"]) < 50 for n in nodes)  # one host: the clocks agree
+
+
+def test_a_killed_ray_actor_loses_only_its_unpulled_records_and_the_run_says_so(local_ray, zero_server, scenario_for, tmp_path) -> None:
+    """SIGKILL of one actor mid-run: no exception, the survivor's records all there, the dead
+    one's records pulled before it died kept, every planned request in one state, run invalid."""
+    import asyncio
+    import json
+    import os
+    import re
+    import signal
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from surgelab.metrics.store import read_records
+
+    out, rate, duration = tmp_path / "run", 40, 4
+    scenario = scenario_for(
+        zero_server.url, load={"rate": rate, "arrival": "constant", "duration": f"{duration}s"},
+        output={"flush_interval": "0.25s"},
+    )  # fmt: skip
+    before: dict = {}
+
+    async def kill_worker_0() -> None:
+        parts = out / "records.parts"
+        for _ in range(600):  # 60 s at most
+            await asyncio.sleep(0.1)
+            if len(list(parts.glob("w000-part-*"))) >= 2:
+                break
+        assert list(parts.glob("w000-part-*")), "no record of worker 0 reached the run directory while the run went on"
+        before["flushed"] = pq.read_table(sorted(parts.glob("w000-part-*"))[0])
+        nodes = json.loads((out / "run.json").read_text())["ray"]["nodes"]
+        os.kill(nodes[0]["pid"], signal.SIGKILL)
+
+    async def both():
+        return (await asyncio.gather(run_on_ray(scenario, out, 2, "auto", start_delay_s=0.5), kill_worker_0()))[0]
+
+    result = run_async(both())  # no ActorDiedError: the run ends with a summary
+    summary, table = result.summary, read_records(out)
+    planned = rate * duration
+    assert table.num_rows == summary["requests"]["scheduled"] == planned
+    assert sorted(table["id"].to_pylist()) == list(range(planned))
+    survivor = table.filter(pc.equal(table["worker"], 1))
+    assert survivor.num_rows == planned // 2 and set(survivor["state"].to_pylist()) == {"ok"}
+    kept = dict(zip(table["id"].to_pylist(), table["state"].to_pylist()))
+    flushed = before["flushed"]
+    assert all(kept[i] == s for i, s in zip(flushed["id"].to_pylist(), flushed["state"].to_pylist()))
+    lost = table.filter(pc.equal(table["state"], "lost"))
+    assert summary["requests"]["lost"] == lost.num_rows > 0 and set(lost["worker"].to_pylist()) == {0}
+    assert not summary["validity"]["valid"]
+    found = re.fullmatch(
+        r"worker 0 died at [\d.]+ s: (\d+) planned requests not sent, (\d+) in flight or unflushed lost",
+        summary["validity"]["reasons"][0],
+    )
+    assert found and int(found[1]) + int(found[2]) == lost.num_rows and int(found[1]) > 0
+    assert "ActorDiedError" in json.loads((out / "run.json").read_text())["worker_losses"][0]["cause"]

@@ -71,7 +71,7 @@ def test_counts_and_states():
     assert (r["ok"], r["failed"], r["dropped"], r["cancelled"]) == (104, 5, 3, 2)
     assert r["scheduled"] == r["ok"] + r["failed"] + r["dropped"] + r["cancelled"]
     assert r["by_state"] == {"ok": 104, "http_error": 5, "timeout": 0, "connection_error": 0,
-                             "protocol_error": 0, "cancelled": 2, "dropped": 3}  # fmt: skip
+                             "protocol_error": 0, "cancelled": 2, "dropped": 3, "lost": 0}  # fmt: skip
     assert r["warmup"] == 4 and r["measured"] == 110
     assert r["error_rate"] == pytest.approx(5 / 105)
     assert r["drop_rate"] == pytest.approx(3 / 108)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -9,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from surgelab.aio import run_async
@@ -88,6 +92,65 @@ def test_ctrl_c_with_workers_keeps_every_record(timed_server, tmp_path) -> None:
     assert "cancelled" in states
     assert len(set(table["id"].to_pylist())) == table.num_rows > 10
     assert "Traceback" not in err
+
+
+def test_a_killed_worker_loses_only_its_unflushed_records_and_every_planned_request_is_accounted(
+    zero_server, tmp_path
+) -> None:
+    """SIGKILL of one worker mid-run: the survivor's records are all there, the dead one's flushed
+    records too, every planned request has a recorded state and the run is invalid, saying why."""
+    out, rate, duration = tmp_path / "run", 40, 4
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "surgelab", "run", "--url", zero_server.url, "--model", "ok", "--rate", str(rate),
+         "--arrival", "constant", "--duration", f"{duration}s", "--workers", "2", "--out", str(out), "-q",
+         "--set", "output.flush_interval=0.25s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    parts = out / "records.parts"
+    while time.monotonic() < deadline and min(len(list(parts.glob(f"w00{k}-part-*"))) for k in (0, 1)) < 2:
+        time.sleep(0.05)
+    flushed = {k: pq.read_table(sorted(parts.glob(f"w00{k}-part-*"))[0]) for k in (0, 1)}  # on disk before the kill
+    os.kill(_worker_pids(proc.pid)[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err
+    assert proc.returncode == 3, err  # invalid
+    summary = json.loads((out / "summary.json").read_text())
+    table = _records(out)
+    planned = rate * duration
+    assert table.num_rows == summary["requests"]["scheduled"] == planned  # every planned request, one state each
+    assert sorted(table["id"].to_pylist()) == list(range(planned))
+    dead = json.loads((out / "run.json").read_text())["worker_losses"][0]["worker"]
+    workers, states = np.array(table["worker"].to_pylist()), np.array(table["state"].to_pylist())
+    assert np.all(states[workers == 1 - dead] == "ok")  # the survivor lost nothing
+    kept = dict(zip(table["id"].to_pylist(), states))
+    assert all(kept[i] == s for i, s in zip(flushed[dead]["id"].to_pylist(), flushed[dead]["state"].to_pylist()))
+    lost = table.filter(pc.equal(table["state"], "lost"))
+    assert summary["requests"]["lost"] == lost.num_rows > 0 and set(lost["worker"].to_pylist()) == {dead}
+    assert summary["requests"]["ok"] + lost.num_rows == planned and summary["requests"]["error_rate"] == 0
+    reason = summary["validity"]["reasons"][0]
+    found = re.fullmatch(rf"worker {dead} died at ([\d.]+) s: (\d+) planned requests not sent, (\d+) in flight or unflushed lost", reason)
+    assert found, reason
+    died_at, not_sent, in_flight = float(found[1]), int(found[2]), int(found[3])
+    assert not_sent + in_flight == lost.num_rows
+    never_sent = lost.filter(pc.greater_equal(lost["intended_ns"], int(died_at * 1e9) + 50_000_000))
+    assert never_sent.num_rows <= not_sent and all(s is None for s in never_sent["sent_ns"].to_pylist())
+    assert not_sent > 0  # killed before its share was due
+    assert summary["stop_reason"].startswith(f"completed by the other workers (worker {dead} died at")
+
+
+def _worker_pids(parent: int) -> list[int]:
+    """The worker processes (multiprocessing's spawned children) of ``parent``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"spawn_main" in cmdline:
+            pids.append(int(entry.name))
+    return sorted(pids)
 
 
 def test_live_snapshots_add_up() -> None:

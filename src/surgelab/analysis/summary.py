@@ -46,6 +46,7 @@ class RunInfo:
     planned_duration_s: float | None = None
     window_start_s: float | None = None  # the earliest end of a phase's warm-up
     phase_windows: dict[str, tuple[float, float]] | None = None  # per phase: (warm-up end, planned end)
+    worker_losses: tuple[str, ...] = ()  # what each worker that died took with it, in words
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
@@ -57,6 +58,7 @@ class RunInfo:
             planned_duration_s=data.get("planned_duration_s"),
             window_start_s=data.get("window_start_s"),
             phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
+            worker_losses=tuple(loss["reason"] for loss in data.get("worker_losses", ())),
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -130,7 +132,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     overall = _block(c, everything, window, scenario)
     by_state = {s.value: int(np.sum(c.state == s.value)) for s in State}
     lag_stats = _lag(c, ~c.warmup)
-    validity = _validity(lag_stats, by_state, scenario)
+    validity = _validity(lag_stats, by_state, scenario, info.worker_losses)
     if cut_short:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")
@@ -153,6 +155,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
             "failed": sum(by_state[s.value] for s in FAILED_STATES),
             "dropped": by_state["dropped"],
             "cancelled": by_state["cancelled"],
+            "lost": by_state["lost"],
             "by_state": by_state,
             "warmup": int(c.warmup.sum()),
             "measured": int((~c.warmup).sum()),
@@ -388,8 +391,10 @@ def _littles_law(c: RecordColumns, start: float, end: float) -> dict[str, float 
     }
 
 
-def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario) -> dict[str, Any]:
-    reasons = []
+def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario, losses: tuple[str, ...] = ()) -> dict[str, Any]:
+    reasons = list(losses)  # a worker died: part of the planned load was never sent or never came back
+    if by_state["lost"] and not losses:
+        reasons.append(f"{by_state['lost']} requests lost with a worker that died")
     bound_ms = scenario.validity.max_lag_p99 * 1000
     if lag["p99"] is not None and lag["p99"] > bound_ms:
         reasons.append(f"client fell behind its schedule: lag P99 {lag['p99']:.1f} ms > {bound_ms:g} ms")

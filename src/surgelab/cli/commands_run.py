@@ -123,7 +123,9 @@ def run(
     workers: int = typer.Option(
         1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."
     ),
-    ray: str | None = typer.Option(None, help="Run the workers as Ray actors: a cluster address, 'auto', or 'local'."),
+    ray: str | None = typer.Option(
+        None, help="Run the workers as Ray actors: a cluster address HOST:PORT, 'auto', or 'local' (docs/distributed.md)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
@@ -137,7 +139,7 @@ def run(
     """Run load against a target and record every request.
 
     Exit codes: 0 pass, 1 a threshold failed, 2 bad input, 3 the run is invalid (the client
-    fell behind or dropped requests), 130 interrupted.
+    fell behind, dropped requests, or a worker died), 130 interrupted.
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,

@@ -25,6 +25,7 @@ class State(str, enum.Enum):
     PROTOCOL_ERROR = "protocol_error"
     CANCELLED = "cancelled"
     DROPPED = "dropped"
+    LOST = "lost"  # planned for a worker that died: never sent, or its outcome died with the worker
 
 
 FAILED_STATES = (State.HTTP_ERROR, State.TIMEOUT, State.CONNECTION_ERROR, State.PROTOCOL_ERROR)

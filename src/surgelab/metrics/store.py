@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
 __all__ = [
     "RecordMeta", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
-    "merge_table_parts", "conform", "return_freed_memory",
+    "merge_table_parts", "conform", "return_freed_memory", "HeldTables", "table_from_bytes", "recorded_ids",
 ]  # fmt: skip
 
 RECORDS_FILE = "records.parquet"
@@ -174,8 +175,57 @@ class PartStore:
 class RecordStore(PartStore):
     """The store of ``records.parquet``; each worker process writes parts of its own."""
 
-    def __init__(self, run_dir: Path, worker: int | None = None) -> None:
-        super().__init__(run_dir, "records", RECORD_SCHEMA, "id", prefix="" if worker is None else f"w{worker:03d}-")
+    def __init__(self, run_dir: Path, worker: int | None = None, writer: str = "") -> None:
+        """``writer`` tells apart two writers of one worker's parts (the driver's ``lost-`` records)."""
+        prefix = "" if worker is None else f"w{worker:03d}-"
+        super().__init__(run_dir, "records", RECORD_SCHEMA, "id", prefix=prefix + writer)
+
+
+class HeldTables:
+    """A store that keeps flushed tables for someone elsewhere to take (a Ray driver pulling a
+    remote worker's records while the run goes on); ``take`` hands them over as Arrow IPC bytes."""
+
+    def __init__(self, schema: pa.Schema = RECORD_SCHEMA) -> None:
+        self.schema = schema
+        self._tables: list[pa.Table] = []
+        self._lock = threading.Lock()  # flushes are written from a thread
+        self.rows_written = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            with self._lock:
+                self._tables.append(table)
+                self.rows_written += table.num_rows
+
+    def take(self) -> bytes | None:
+        """Everything written since the last ``take``, or None when nothing was."""
+        with self._lock:
+            tables, self._tables = self._tables, []
+        if not tables:
+            return None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.schema) as writer:
+            for table in tables:
+                writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+
+def table_from_bytes(data: bytes) -> pa.Table:
+    """A table handed over by ``HeldTables.take``."""
+    return pa.ipc.open_stream(data).read_all()
+
+
+def recorded_ids(run_dir: Path | str, worker: int) -> np.ndarray:
+    """The ids of the records worker ``worker`` has left in the run directory so far (its parts)."""
+    ids = []
+    for part in _part_files(Path(run_dir), "records"):
+        if not part.name.startswith(f"w{worker:03d}-"):
+            continue
+        try:
+            ids.append(pq.read_table(part, columns=["id"])["id"].to_numpy())
+        except (OSError, pa.ArrowInvalid):
+            continue  # a part cut short by a crash holds nothing readable
+    return np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
 
 
 def _part_files(run_dir: Path, stem: str) -> list[Path]:

@@ -26,7 +26,7 @@ __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "l
 REPORT_VERSION = 1
 CDF_POINTS = 400
 WINDOW_S = 1.0
-_STATES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped")
+_STATES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped", "lost")
 
 
 @dataclass

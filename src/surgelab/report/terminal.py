@@ -78,7 +78,9 @@ def summary_table(summary: dict[str, Any]) -> Group:
     )
     head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
-                 f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled (error rate {req['error_rate']:.2%})")  # fmt: skip
+                 f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled"
+                 + (f" · {req['lost']:,} lost with a worker" if req.get("lost") else "")
+                 + f" (error rate {req['error_rate']:.2%})")  # fmt: skip
     head.add_row("throughput", f"{thr['requests_per_s']:.2f} req/s · {thr['output_tokens_per_s']:,.0f} output tok/s · "
                  f"goodput {summary['goodput']['requests_per_s']:.2f} req/s")  # fmt: skip
     conc = summary["concurrency"]

@@ -75,11 +75,15 @@ class OnRay:
 
     workers: int
     address: str = "auto"
+    handle_signals: bool = False
 
     async def run(
         self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
     ) -> RunResult:
-        return await run_on_ray(scenario, run_dir, self.workers, self.address, api_key=api_key, on_tick=on_tick)
+        return await run_on_ray(
+            scenario, run_dir, self.workers, self.address, api_key=api_key, on_tick=on_tick,
+            handle_signals=self.handle_signals,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def backend_for(
     if scenario.targets and scenario.routing.mode == "compare":
         return Compare(scenario.routing.record_responses, handle_signals)
     if ray is not None:
-        return OnRay(workers, ray)
+        return OnRay(workers, ray, handle_signals)
     if workers > 1:
         return Workers(workers, handle_signals, observers)
     return InProcess(handle_signals, observers)

@@ -25,7 +25,7 @@ from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.collector import collector_paused, collector_resumed
 from surgelab.runner.guards import AbortGuard
-from surgelab.runner.protocols import Client, ClientFactory, Observer
+from surgelab.runner.protocols import Client, ClientFactory, Observer, RecordSink
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 from surgelab.workload.request import RequestSpec
@@ -75,6 +75,7 @@ class Execution:
         on_stop: Callable[[str], None] | None = None,
         keep_text: bool = False,
         connect: ClientFactory = OpenAIClient,
+        store: RecordSink | None = None,
     ) -> None:
         self.scenario = scenario
         self.tokenizer = load_tokenizer(scenario.tokenizer, scenario.tokenizer_calibration)
@@ -85,7 +86,8 @@ class Execution:
         # pyarrow's first list-to-array conversion costs ~20 ms once; pay it here, not in the first flush
         # on the event loop, where it showed as a schedule-lag spike (benchmarks/RESULTS.md)
         RecordBuffer(worker=shard.index).take()
-        self.store = RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
+        # where flushes go: the run directory's parts, or (a remote worker) tables its driver takes
+        self.store: RecordSink = store or RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
         self.live = live
         self.on_tick = on_tick
         self.guard = AbortGuard(scenario.guards.abort, scenario.slo, self._guard_stop, self.clock)

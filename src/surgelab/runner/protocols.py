@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome
 from surgelab.metrics.store import RecordMeta
@@ -18,7 +20,7 @@ from surgelab.scenario.model import Target
 from surgelab.tokenizer import Tokenizer
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["Client", "ClientFactory", "Observer"]
+__all__ = ["Client", "ClientFactory", "Observer", "RecordSink"]
 
 
 class Client(Protocol):
@@ -52,3 +54,10 @@ class Observer(Protocol):
     def observe(self, meta: RecordMeta, out: Outcome) -> None: ...
 
     def update(self, snapshot: LiveSnapshot) -> None: ...
+
+
+class RecordSink(Protocol):
+    """Where a shard's flushed records go: ``metrics.store.RecordStore`` (the run directory's parts)
+    or ``metrics.store.HeldTables`` (kept for a Ray driver to take while the run goes on)."""
+
+    def write(self, table: pa.Table) -> None: ...

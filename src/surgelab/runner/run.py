@@ -29,7 +29,7 @@ from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
-from surgelab.runner.protocols import Observer
+from surgelab.runner.protocols import Observer, RecordSink
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Breakpoint
@@ -226,12 +226,13 @@ async def run_shard(
     observers: Sequence[Observer] = (),
     scraper_wanted: bool = True,
     keep_text: bool = False,
+    store: RecordSink | None = None,
 ) -> tuple[Execution, Scraper | None]:
-    """Send this process's share of the run; records go to its own part files."""
+    """Send this process's share of the run; records go to its own part files (or to ``store``)."""
     live = LiveStats(max(p.end_ns for p in plans) / SECOND, _target_text(plans))
     ex = Execution(
         scenario, run_dir, api_key, live, on_tick, pool_size=pool_size(plans), observers=observers, shard=shard, t0=t0,
-        on_stop=on_stop, keep_text=keep_text,
+        on_stop=on_stop, keep_text=keep_text, store=store,
     )  # fmt: skip
     scraper = telemetry_scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
     await _execute(ex, plans, handle_signals, stop_event, scraper)

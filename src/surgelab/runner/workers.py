@@ -10,6 +10,7 @@ telemetry scraper and the summary; workers report live snapshots and any stop th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import queue
 import signal
@@ -23,8 +24,10 @@ from surgelab.aio import run_async
 from surgelab.files import os_error_line
 from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
+from surgelab.metrics.rundir import write_run_info
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
+from surgelab.runner.losses import WorkerLoss, account_losses
 from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, telemetry_scraper, with_salt
 from surgelab.runner.tokenizer import with_tokenizer
@@ -49,6 +52,7 @@ def _worker_main(
     if not go.wait(_READY_TIMEOUT_S) or stop.is_set():
         return
     t0 = start.value
+    cpu_start = time.process_time()
 
     async def main() -> None:
         stop_event = asyncio.Event()
@@ -66,7 +70,8 @@ def _worker_main(
             stop_event=stop_event, scraper_wanted=False,
         )  # fmt: skip
         watcher.cancel()
-        messages.put(("done", index, {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns}))
+        done = {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
+        messages.put(("done", index, done))
 
     try:
         run_async(main())
@@ -115,7 +120,10 @@ async def run_with_workers(
         ]
         for process in processes:
             process.start()
+        info["worker_pids"] = [process.pid for process in processes]
+        write_run_info(run_dir, info)
         await _wait_ready(messages, processes)
+        driver_cpu = time.process_time()  # from the start, as the workers count theirs
         # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
         t0 = time.perf_counter_ns() + int(start_delay_s * SECOND)
         start.value = t0
@@ -137,14 +145,25 @@ async def run_with_workers(
             loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
         latest: dict[int, LiveSnapshot] = {}
         done: dict[int, dict[str, Any]] = {}
+        dead: dict[int, WorkerLoss] = {}  # ended without saying it was done: killed, or crashed
         last_tick = 0.0
+
+        def watch_deaths() -> None:
+            for k, process in enumerate(processes):
+                if k in done or k in dead or process.is_alive() or process.exitcode == 0:
+                    continue  # exit code 0: its "done" is on its way through the queue
+                dead[k] = WorkerLoss(k, time.perf_counter_ns() - t0, _exit_cause(process.exitcode))
+                if scenario.guards.worker_loss == "stop":
+                    request_stop(f"stopped: worker {k} died at {dead[k].died_at_ns / SECOND:.1f} s")
+
         try:
-            while len(done) < workers:
+            while len(done) + len(dead) < workers:
+                watch_deaths()
                 try:
                     kind, index, payload = messages.get_nowait()
                 except queue.Empty:
                     if all(not p.is_alive() for p in processes) and messages.empty():
-                        break  # a worker died without saying so: what it flushed is still on disk
+                        break  # every worker has ended; what they flushed is on disk
                     await asyncio.sleep(_POLL_S / 2)
                     continue
                 if kind == "tick":
@@ -171,10 +190,24 @@ async def run_with_workers(
             if scrape_task is not None:
                 scrape_task.cancel()
                 await asyncio.gather(scrape_task, return_exceptions=True)
-        missing = [k for k in range(workers) if k not in done]
+        wall_ns = time.perf_counter_ns() - t0
+        for k in range(workers):  # ended with exit code 0 but never said it was done
+            if k not in done and k not in dead:
+                dead[k] = WorkerLoss(k, wall_ns, _exit_cause(processes[k].exitcode))
         if reason is None:
             reasons = [d["reason"] for d in done.values() if d["reason"] != "completed"]
-            reason = reasons[0] if reasons else ("completed" if not missing else f"worker(s) {missing} ended without finishing")
+            reason = reasons[0] if reasons else "completed"
             stops = [d["at_ns"] for d in done.values() if d["at_ns"] is not None]
             stop_at = min(stops) if stops else None
-        return finish(scenario, run_dir, info, reason, stop_at, time.perf_counter_ns() - t0, cpu)
+        info["driver_cpu_s"] = time.process_time() - driver_cpu  # this process's, from the start; the workers' below
+        info["worker_cpu_s"] = [done[k].get("cpu_s") if k in done else None for k in range(workers)]
+        if dead:
+            reason = account_losses(scenario, plans, run_dir, info, list(dead.values()), workers, reason, stop_at)
+        return finish(scenario, run_dir, info, reason, stop_at, wall_ns, cpu)
+
+
+def _exit_cause(code: int | None) -> str:
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"exit code {code} ({signal.Signals(-code).name})"
+    return f"exit code {code}"

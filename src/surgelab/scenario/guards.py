@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -40,3 +40,8 @@ class Guards(ScenarioModel):
     max_duration: PositiveSeconds = Field(86400.0, description="Longest planned run.")
     unlimited: bool = Field(False, description="Lift the three caps (abort conditions still apply).")
     abort: Abort = Abort()
+    worker_loss: Literal["continue", "stop"] = Field(
+        "continue",
+        description="When a worker process or Ray actor dies mid-run: the others go on with their shares "
+        "(continue) or the run stops (stop). Either way its requests are recorded as lost and the run is invalid.",
+    )
