@@ -80,10 +80,12 @@ def test_ctrl_c_with_workers_keeps_every_record(timed_server, tmp_path) -> None:
          "--duration", "30s", "--max-tokens", "50", "--grace", "0s", "--workers", "2", "--out", str(out), "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (out / "run.json").exists():
-        time.sleep(0.1)  # the run clock starts with run.json
-    time.sleep(3.0)  # both workers have sent about 15 requests each, none of them answered (1 s a token)
+    before = timed_server.stats()["requests"]
+    deadline = time.monotonic() + 60
+    # Interrupt once both workers are sending (about 10 requests, none answered: 1 s a token). Waiting a
+    # fixed time after run.json is not enough on a loaded machine, where a worker takes seconds to start.
+    while time.monotonic() < deadline and timed_server.stats()["requests"] - before < 10:
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
