@@ -15,11 +15,9 @@ A TLS failure's error says what to do about it (``client/network.py``).
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from secrets import token_hex
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -27,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 from surgelab._compat import timeout_at
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, Response
 from surgelab.client.network import target_ssl, tls_failure
-from surgelab.client.ratelimit import read_limits
+from surgelab.client.ratelimit import duration_seconds, read_limits
 from surgelab.client.timer import SendTimer
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
@@ -252,16 +250,4 @@ def multipart(fields: Mapping[str, str | tuple[bytes, str, str]]) -> tuple[bytes
 
 def retry_after_seconds(value: str | None) -> float | None:
     """A Retry-After header (delta-seconds or an HTTP date) in seconds from now; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(float(value.strip()), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
+    return duration_seconds(value) if value else None

@@ -18,14 +18,14 @@ from surgelab.server.config import ServerConfig
 __all__ = ["serve", "tls_context"]
 
 
-def tls_context(config: ServerConfig) -> ssl.SSLContext | None:
-    """HTTPS when ``tls_cert`` is given; with ``tls_client_ca``, only clients holding a certificate it signed."""
-    if not config.tls_cert:
+def tls_context(cert: str | None, key: str | None = None, client_ca: str | None = None) -> ssl.SSLContext | None:
+    """HTTPS when ``cert`` is given; with ``client_ca``, only clients holding a certificate it signed."""
+    if not cert:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(config.tls_cert, config.tls_key)
-    if config.tls_client_ca:
-        context.load_verify_locations(cafile=config.tls_client_ca)
+    context.load_cert_chain(cert, key)
+    if client_ca:
+        context.load_verify_locations(cafile=client_ca)
         context.verify_mode = ssl.CERT_REQUIRED
     return context
 
@@ -49,7 +49,7 @@ async def _serve(config: ServerConfig) -> None:
     runner = web.AppRunner(build_app(config), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     try:
-        tls = tls_context(config)
+        tls = tls_context(config.tls_cert, config.tls_key, config.tls_client_ca)
         site = web.TCPSite(runner, config.host, config.port, backlog=2048, ssl_context=tls)
         await site.start()
         host, port = runner.addresses[0][:2]

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from surgelab.aio import run_async
+from surgelab.server.run import tls_context as server_tls_context
 
 __all__ = [
     "add_tls_arguments", "run_timed_server", "run_until_interrupted", "serve_app", "server_argument_parser", "tls_context",
@@ -54,14 +55,7 @@ def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
 
 def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The server's TLS context from ``add_tls_arguments``' options; None without ``--cert``."""
-    if not args.cert:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(args.cert, args.key)
-    if args.client_ca:
-        context.load_verify_locations(cafile=args.client_ca)
-        context.verify_mode = ssl.CERT_REQUIRED
-    return context
+    return server_tls_context(args.cert, args.key, args.client_ca)
 
 
 def run_timed_server(
