@@ -12,7 +12,7 @@ from surgelab.report.model import REPORT_VERSION, build_report_data
 
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
-    "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-by_phase",
+    "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-slo",
     "chart-telemetry", "chart-telemetry-overlay",
 }  # fmt: skip
 
@@ -114,19 +114,27 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     assert 250.0 in shapes  # the SLO line
 
 
-def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browser):
+def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir):
+    """A simulation's wall time is the simulator's CPU time: charts once covered 0–0.1 s of a 30 s run,
+    the TTFT P99 card disagreed with every chart, the SLO and its misses were nowhere, and the header
+    showed a URL nobody contacted."""
     (tmp_path / "s.yaml").write_text(
         "name: sim\ntarget: {url: 'http://127.0.0.1:9/v1', model: m}\n"
-        "load: {rate: {type: ramp, start: 2, end: 30, over: 30s}, duration: 30s}\n"
-        "workload: {prompt_tokens: 100, output_tokens: 32}\nslo: {e2e: 2s}\n"
+        "load: {rate: {type: ramp, start: 2, end: 40, over: 30s}, duration: 30s}\n"
+        "workload: {prompt_tokens: 100, output_tokens: 32}\nslo: {e2e: 1s}\n"
     )
     (tmp_path / "f.yaml").write_text("name: one\npools: [{profile: llama2-7b-a10, cost_per_hour: 2.0}]\n")
     out = tmp_path / "sim"
     result = surgelab_cli("simulate", str(tmp_path / "s.yaml"), "--fleet", str(tmp_path / "f.yaml"), "--out", str(out))
     assert result.returncode in (0, 1), result.stdout + result.stderr
-    assert surgelab_cli("report", str(out)).returncode == 0
-    fleet = build_report_data(out).extensions["fleet"]
+    summary = json.loads((out / "summary.json").read_text())
+    run_info = json.loads((out / "run.json").read_text())
+    fleet_json = json.loads((out / "fleet.json").read_text())
+    assert run_info["wall_s"] < 5 < run_info["simulated_end_s"]  # the trap: wall time is not the run's span
+    data = build_report_data(out)
+    fleet = data.extensions["fleet"]
     assert len(fleet["t"]) >= 10 and max(fleet["replicas"]) >= 1 and max(fleet["cost_per_hour"]) >= 2.0
+    assert data.slo["misses"] == fleet_json["sla_violations"] > 0  # the same count as the simulator's
     page = browser(offline=True).new_page()
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
@@ -134,7 +142,24 @@ def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browse
     assert charts["chart-fleet"]["traces"] == ["replicas", "queue", "shed"]
     assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
     assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
-    assert charts["chart-load"]["points"][0] > 0  # a simulated run has the same run sections
+    for chart in ("chart-load", "chart-ttft-time", "chart-e2e-time", "chart-errors", "chart-lag"):
+        low, high = page.evaluate(f"document.getElementById('{chart}')._fullLayout.xaxis.range")
+        assert low <= 1 and abs(high - run_info["simulated_end_s"]) <= 1.5, (chart, low, high)
+    # the card is summary.json's figure, and the per-second P99 curve reaches it (a P99 over all requests
+    # cannot exceed every window's P99)
+    p99 = summary["latency_ms"]["ttft"]["p99"]
+    assert page.inner_text("#card-ttft_p99 .value").replace("ms", "").replace(",", "") == f"{p99:.0f}"
+    peak = page.evaluate("Math.max(...document.getElementById('chart-ttft-time').data[2].y.filter(v => v !== null))")
+    assert peak >= 0.9 * p99
+    # the SLO: a line on the E2E chart, its misses on the page and per second
+    assert 1000.0 in page.evaluate("document.getElementById('chart-e2e-time').layout.shapes.map(s => s.y0)")
+    missed = fleet_json["sla_violations"]
+    assert f"{missed:,} of {summary['requests']['measured']:,} measured requests missed it" in page.inner_text("#slo-line")
+    assert sum(page.evaluate("document.getElementById('chart-slo').data[0].y")) == missed
+    header = page.inner_text("header")
+    assert "SIMULATED" in header and "127.0.0.1:9" not in header
+    assert "none" in page.get_attribute("#card-thresholds", "class").split()  # not green: nothing was checked
+    page.screenshot(path=str(screenshot_dir / "simulation.png"), full_page=True)
 
 
 def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_path, surgelab_cli, browser):

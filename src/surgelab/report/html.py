@@ -30,7 +30,8 @@ h2 { font-size: 16px; margin: 22px 0 8px; border-bottom: 1px solid var(--line); 
 .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
 .card .label { color: var(--muted); font-size: 12px; } .card .value { font-size: 22px; font-weight: 600; }
 .card .unit { font-size: 12px; color: var(--muted); margin-left: 3px; }
-.card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); }
+.card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); } .card.none .value { color: var(--muted); }
+.badge { display: inline-block; background: #f59e0b; color: #111827; border-radius: 4px; padding: 0 6px; font-weight: 700; margin-right: 6px; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
 .grid3 { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 12px; }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 8px; min-height: 340px; overflow: hidden; }
@@ -105,6 +106,12 @@ _REPORT_JS = r"""
     slTable(box, ["threshold", "observed", "verdict"], thr.map(t => [t.expr, t.observed === null ? "no data" : t.metric.includes("(") ? slFmt(1000 * t.observed) + " ms" : slFmt(t.observed, 4),
       t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
   }
+  if (D.slo) {
+    const share = D.slo.counted ? 100 * D.slo.misses / D.slo.counted : 0;
+    const p = slEl("p", { id: "slo-line", className: D.slo.misses ? "fail" : "pass" },
+      "SLO: " + D.slo.text + " — " + D.slo.misses.toLocaleString() + " of " + D.slo.counted.toLocaleString() + " measured requests missed it (" + slFmt(share, 1) + " %)");
+    root.appendChild(p);
+  }
   if (!S.validity.valid) root.appendChild(slEl("p", { className: "fail" }, "Run INVALID: " + S.validity.reasons.join("; ")));
   (S.warnings || []).forEach(w => root.appendChild(slEl("p", { className: "warn" }, "Warning: " + w)));
 
@@ -120,8 +127,14 @@ _REPORT_JS = r"""
   slChart(load, "chart-inflight", "In flight against Little's Law (L = λW)", flight, lay("requests"));
 
   const lat = section("Latency over time (1 s windows, by completion)");
-  slChart(lat, "chart-ttft-time", "TTFT percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.ttft_ms[q], { connectgaps: false })), lay("ms"));
-  slChart(lat, "chart-e2e-time", "E2E percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.e2e_ms[q])), lay("ms"));
+  const sloLine = k => {  // the objective as a red dashed line across the chart
+    const v = D.slo && D.slo.ms[k];
+    if (v === undefined || v === null) return {};
+    return { shapes: (warm.shapes || []).concat([{ type: "line", xref: "paper", x0: 0, x1: 1, y0: v, y1: v, line: { dash: "dash", color: "#b91c1c" } }]),
+             annotations: [{ xref: "paper", x: 1, y: v, text: k.toUpperCase() + " SLO " + slFmt(v) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }] };
+  };
+  slChart(lat, "chart-ttft-time", "TTFT percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.ttft_ms[q], { connectgaps: false })), lay("TTFT (ms)", sloLine("ttft")));
+  slChart(lat, "chart-e2e-time", "E2E percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.e2e_ms[q])), lay("E2E (ms)", sloLine("e2e")));
 
   const dist = section("Distributions (CDF, measured successes)", "grid3");
   [["cdf-ttft", "TTFT", D.cdfs.ttft_ms], ["cdf-itl", "Inter-token latency", D.cdfs.itl_ms], ["cdf-e2e", "E2E", D.cdfs.e2e_ms]].forEach(([id, name, c]) =>
@@ -132,13 +145,14 @@ _REPORT_JS = r"""
   const errTraces = states.length ? states.map(k => ({ name: k, x: T.t, y: T.errors[k], type: "bar" }))
     : [slLine("all failure states (none)", T.t, T.t.map(() => 0))];
   slChart(err, "chart-errors", "Requests ending in a failure state, per second", errTraces, lay("per second", { barmode: "stack" }));
+  if (T.slo_misses) slChart(err, "chart-slo", "Requests missing the SLO (failed or too slow), per second", [{ name: "missed the SLO", x: T.t, y: T.slo_misses, type: "bar", marker: { color: "#b91c1c" } }], lay("requests per second"));
   slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
 
   const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"], ["by_kind", "request kind"]];
   const bd = section("Breakdowns: per class, per tier, per phase, per kind", "grid3");
   groups.forEach(([key, label]) => {
     const g = D.breakdowns[key] || {}; const names = Object.keys(g);
-    if (!names.length) return;
+    if (names.length < 2) return;  // one group repeats the summary cards
     const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
     slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
       { barmode: "group", hovermode: "closest" });
@@ -146,6 +160,7 @@ _REPORT_JS = r"""
   const bdt = slEl("div"); root.appendChild(bdt);
   groups.forEach(([key, label]) => {
     const g = D.breakdowns[key] || {};
+    if (Object.keys(g).length < 2) return;
     slTable(bdt, [label, "measured", "req/s", "goodput/s", "error rate", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"],
       Object.keys(g).map(k => [k, g[k].measured, slFmt(g[k].throughput), slFmt(g[k].goodput), slFmt(100 * g[k].error_rate) + " %",
         slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));
@@ -205,8 +220,12 @@ def page(
 def render_html(data: ReportData) -> str:
     s = data.summary
     target = s.get("target", {})
+    where = target.get("url", "")
+    if data.simulated:  # nothing was contacted: the fleet and the simulated span instead of a URL
+        fleet = data.run_info.get("fleet") or (s.get("fleet") or {}).get("name", "")
+        where = f"SIMULATED fleet {fleet} · {data.timeseries.get('span_s', 0):,.0f} s of simulated time"
     subtitle = (
-        f"{s.get('mode', '')} loop · {target.get('url', '')} · {target.get('model', '')} · started {s.get('started_at', '')}"
+        f"{s.get('mode', '')} loop · {where} · {target.get('model', '')} · started {s.get('started_at', '')}"
         f" · {s.get('stop_reason', '')} · report v{data.version}"
     )
     if data.kind != "run":
@@ -217,5 +236,5 @@ def render_html(data: ReportData) -> str:
         '<p class="note">Generated by surgelab from records.parquet and summary.json; latencies are measured from the '
         "intended send time. Shaded: warm-up (excluded from the summary).</p>"
     )
-    return page(f"surgelab report — {data.name}", subtitle, body, [_REPORT_JS])
-
+    title = f"surgelab report — {data.name}" + (" (simulated)" if data.simulated else "")
+    return page(title, subtitle, body, [_REPORT_JS])

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.summary import meets_slo
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
 from surgelab.report.telemetry import telemetry_series
-from surgelab.scenario import load_scenario
+from surgelab.scenario import Scenario, load_scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -43,6 +44,8 @@ class ReportData:
     cdfs: dict[str, dict[str, list[float]]]
     breakdowns: dict[str, dict[str, dict[str, Any]]]
     telemetry: dict[str, Any] | None = None
+    slo: dict[str, Any] | None = None  # the objectives (ms) and how many measured requests missed them
+    simulated: bool = False  # a simulation: charted over simulated time, no target was contacted
     extensions: dict[str, Any] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
@@ -65,6 +68,7 @@ class RunColumns:
 
     state: Labels
     phase: Labels
+    tier: Labels
     warmup: np.ndarray
     intended: np.ndarray
     sent: np.ndarray
@@ -86,6 +90,9 @@ class RunColumns:
     def ok(self) -> np.ndarray:
         return self.state == "ok"
 
+    def mean_itl(self) -> np.ndarray:
+        return self.gaps.mean_per_request()
+
 
 def load_columns(run_dir: Path | str) -> RunColumns:
     """The columns of a run directory's records, read one at a time (not the whole table)."""
@@ -94,6 +101,7 @@ def load_columns(run_dir: Path | str) -> RunColumns:
     return RunColumns(
         state=labels(source, "state"),
         phase=labels(source, "phase"),
+        tier=labels(source, "tier"),
         warmup=source.numpy("warmup", plain).astype(bool),
         intended=source.numpy("intended_ns", seconds),
         sent=source.numpy("sent_ns", seconds),
@@ -177,11 +185,9 @@ def _mean_in_flight(sent: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.
     return np.diff(area) / np.diff(edges)
 
 
-def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
+def _target_series(scenario: Scenario | None, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
     """The planned level over time from the resolved scenario; None when it cannot be read."""
-    try:
-        scenario = load_scenario(run_dir / "scenario.yaml")
-    except Exception:  # a report never fails because the scenario no longer loads
+    if scenario is None:
         return None
     starts = {p["name"]: (p["start_s"], p["end_s"]) for p in run_info.get("phases", [])}
     modes: set[str] = set()
@@ -196,16 +202,36 @@ def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -
     return {"unit": unit, "level": _list(total, 3)}
 
 
-def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    """Every per-window series; each helper lets its temporaries go before the next starts."""
-    n = max(int(np.ceil(wall_s / WINDOW_S)), 1)
+def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float | None] | None:
+    """Measured requests per window (by end) that failed or missed their tier's SLO; None without an SLO.
+
+    The same count as the simulator's ``sla_violations`` and the complement of goodput:
+    cancelled requests count neither way.
+    """
+    if scenario is None or not _has_slo(scenario):
+        return None
+    counted = c.measured & (c.state != "cancelled")
+    good = meets_slo(c, c.ok() & counted, scenario)  # type: ignore[arg-type]  # the columns it reads
+    when = np.where(np.isfinite(c.end), c.end, c.intended)
+    return _list(_counts(np.where(counted & ~good, when, np.nan), n), 0)
+
+
+def _has_slo(scenario: Scenario) -> bool:
+    slos = [scenario.slo, *(scenario.slo_of(t) for t in scenario.tiers)]
+    return any(getattr(slo, k) is not None for slo in slos for k in ("ttft", "itl", "tpot", "e2e"))
+
+
+def _timeseries(c: RunColumns, scenario: Scenario | None, run_info: dict[str, Any], span_s: float) -> dict[str, Any]:
+    """Every per-window series over ``span_s`` seconds; each helper lets its temporaries go before the next starts."""
+    n = max(int(np.ceil(span_s / WINDOW_S)), 1)
     edges = np.arange(n + 1) * WINDOW_S
     ended_ok = np.where(c.ok(), c.end, np.nan)
     lag_windows, lag_cdf = _lag(c, n)
     return {
         "window_s": WINDOW_S,
+        "span_s": round(span_s, 3),
         "t": _list(edges[:-1] + WINDOW_S / 2, 2),
-        "target": _target_series(run_dir, run_info, edges[:-1] + WINDOW_S / 2),
+        "target": _target_series(scenario, run_info, edges[:-1] + WINDOW_S / 2),
         "arrivals_per_s": _list(_counts(c.intended, n) / WINDOW_S, 2),
         "sends_per_s": _list(_counts(c.sent, n) / WINDOW_S, 2),
         "throughput_per_s": _list(_counts(ended_ok, n) / WINDOW_S, 2),
@@ -213,6 +239,7 @@ def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: 
         "ttft_ms": _percentiles_by_window(ended_ok, c.ttft(), n, (50, 90, 99)),
         "e2e_ms": _percentiles_by_window(ended_ok, c.e2e(), n, (50, 90, 99)),
         "errors": _errors(c, n),
+        "slo_misses": _slo_misses(c, scenario, n),
         "lag_ms": lag_windows,
         "in_flight": _list(_mean_in_flight(c.sent, c.end, edges), 3),
         "littles_law": _list(_service_sum(c, n) / WINDOW_S, 3),
@@ -265,11 +292,54 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         {"id": "e2e_p50", "label": "E2E P50", "value": lat["e2e"]["p50"], "unit": "ms"},
         {"id": "e2e_p99", "label": "E2E P99", "value": lat["e2e"]["p99"], "unit": "ms"},
         {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
-        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none",
-         "unit": "", "status": "good" if summary.get("thresholds_passed", True) else "bad"},
+        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none set",
+         "unit": "", "status": ("good" if summary.get("thresholds_passed", True) else "bad") if thresholds else "none"},
         {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
          "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
     ]  # fmt: skip
+
+
+def _slo_card(slo: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if slo is None:
+        return []
+    share = slo["misses"] / slo["counted"] * 100.0 if slo["counted"] else 0.0
+    return [{"id": "slo", "label": f"SLO misses ({share:.1f} %)", "value": f"{slo['misses']:,} / {slo['counted']:,}", "unit": "",
+             "status": "bad" if slo["misses"] else "good", "detail": slo["text"]}]  # fmt: skip
+
+
+def _slo(scenario: Scenario | None, misses: list[float | None] | None, c: RunColumns) -> dict[str, Any] | None:
+    """The scenario's objectives in ms (overall and per tier), said in words, and the requests that missed them."""
+    if scenario is None or misses is None:
+        return None
+
+    def ms(slo: Any) -> dict[str, float]:
+        set_ = [k for k in ("ttft", "itl", "tpot", "e2e") if getattr(slo, k) is not None]
+        return {k: round(getattr(slo, k) * 1000.0, 3) for k in set_}
+
+    def words(objectives: dict[str, float]) -> str:
+        return ", ".join(f"{k.upper()} ≤ {v:,.0f} ms" for k, v in objectives.items()) or "none"
+
+    overall = ms(scenario.slo)
+    tiers = {name: ms(scenario.slo_of(name)) for name in scenario.tiers}
+    text = words(overall) + "".join(f"; tier {t}: {words(o)}" for t, o in tiers.items() if o != overall)
+    counted = int((c.measured & (c.state != "cancelled")).sum())
+    return {"ms": overall, "tiers": tiers, "text": text, "misses": int(sum(v or 0 for v in misses)), "counted": counted}
+
+
+def _span(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> float:
+    """Seconds the charts cover: the run's wall time; a simulation's simulated end (its wall time is CPU time)."""
+    ends = c.end[np.isfinite(c.end)]
+    last = float(ends.max()) if ends.size else 0.0
+    if run_info.get("simulated"):
+        return max(float(run_info.get("simulated_end_s") or 0.0), last) or 1.0
+    return float(run_info.get("wall_s") or summary.get("wall_s") or last or 1.0)
+
+
+def _load_scenario(run_dir: Path) -> Scenario | None:
+    try:
+        return load_scenario(run_dir / "scenario.yaml")
+    except Exception:  # a report never fails because the scenario no longer loads
+        return None
 
 
 def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -328,9 +398,11 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         return _sweep_report(run_dir, extensions_for(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    scenario = _load_scenario(run_dir)
     c = load_columns(run_dir)
-    finite_end = c.end[np.isfinite(c.end)]
-    wall = run_info.get("wall_s") or summary.get("wall_s") or (float(finite_end.max()) if finite_end.size else 1.0)
+    span = _span(c, summary, run_info)
+    timeseries = _timeseries(c, scenario, run_info, span)
+    slo = _slo(scenario, timeseries["slo_misses"], c)
     measured_ok = c.ok() & c.measured
     return ReportData(
         kind="run",
@@ -338,14 +410,16 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         run_dir=str(run_dir),
         summary=summary,
         run_info=run_info,
-        cards=_cards(summary),
-        timeseries=_timeseries(c, run_dir, run_info, float(wall)),
+        cards=_cards(summary) + _slo_card(slo),
+        timeseries=timeseries,
         cdfs={
             "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),
             "itl_ms": _itl_cdf(c),
             "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
         },
         breakdowns=_breakdowns(summary),
-        telemetry=telemetry_series(run_dir, float(wall)),
+        telemetry=telemetry_series(run_dir, span),
+        slo=slo,
+        simulated=bool(run_info.get("simulated")),
         extensions=extensions_for(run_dir),
     )
