@@ -26,9 +26,11 @@ def run_dir(tiny_server, tmp_path_factory, run_maker) -> Path:
 
 def test_every_run_writes_a_self_contained_report(run_dir):
     html = (run_dir / "report.html").read_text()
-    assert "<script src=" not in html and "cdn" not in html.lower().split("plotly.js v")[0]
-    assert "plotly.js v" in html  # the library itself is inside
+    assert "<script src=" not in html and "cdn" not in html.lower().split("plotly.js (basic")[0]
+    assert "plotly.js (basic - minified) v" in html  # the library itself is inside: the partial bundle
     assert 'id="report-data"' in html
+    size = (run_dir / "report.html").stat().st_size
+    assert size <= 1.5e6, f"report.html is {size / 1e6:.2f} MB"  # was 4.8 MB with the full plotly.js
 
 
 def test_report_model_agrees_with_the_summary(run_dir):

@@ -128,7 +128,7 @@ class Dashboard:
         return web.Response(body=self._page, content_type="text/html")
 
     async def _plotly(self, request: web.Request) -> web.StreamResponse:
-        # sendfile: the 4.8 MB library goes from disk to socket without holding the GIL
+        # sendfile: the 1.2 MB library goes from disk to socket without holding the GIL
         return web.FileResponse(plotly_js_path(), headers={"Cache-Control": "max-age=3600",
                                                            "Content-Type": "application/javascript"})  # fmt: skip
 
