@@ -75,6 +75,16 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     plotted = page.evaluate("document.getElementById('chart-cdf-e2e').data[0].x.length")
     assert plotted == len(model["cdfs"]["e2e_ms"]["x"])
     assert page.inner_text("#card-validity .value") == "valid"
+    # sample counts: beside every percentile card, and per-second percentiles from too few requests are
+    # drawn grey, apart from the rest (30 requests a second: no window has the 500 a P99 needs)
+    summary = model["summary"]
+    count = summary["latency_ms"]["ttft"]["count"]
+    assert page.inner_text("#card-ttft_p99 .n") == f"n = {count:,} · too few for a P99"
+    assert "sparse" in page.get_attribute("#card-ttft_p99", "class").split()
+    assert page.inner_text("#card-ttft_p50 .n") == f"n = {count:,}"
+    traces = charts["chart-ttft-time"]["traces"]
+    assert "p99 (sparse: n < 500)" in traces and "p99" not in traces and "p50" in traces
+    assert sum(model["timeseries"]["ttft_ms"]["n"]) == summary["requests"]["ok"]
     page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
     print(f"screenshot: {screenshot_dir / 'report.png'}")
 
@@ -93,27 +103,47 @@ def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli
 
 
 def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser):
+    """The sweep page: a per-level table with counts, sparse P99s greyed and said, a TPOT curve under the
+    TPOT SLO line, the knee in the curve's unit, and the capacity as a table rather than raw JSON."""
     scenario = scenario_maker(tmp_path / "sweep.yaml", tiny_server.base_url, mix=False)
-    text = scenario.read_text() + "slo: {ttft: 250ms}\n"
+    text = scenario.read_text() + "slo: {ttft: 250ms, tpot: 50ms}\n"
     scenario.write_text(text)
     out = tmp_path / "sweep"
     result = surgelab_cli("sweep", str(scenario), "--out", str(out), "--mode", "rate", "--levels", "5,10,20",
                           "--hold", "1s", "--settle", "0.2s", "--warmup", "0")  # fmt: skip
     assert result.returncode in (0, 1), result.stdout + result.stderr
     data = build_report_data(out)
-    assert data.kind == "sweep" and len(data.extensions["sweep"]["points"]) == 3
-    assert data.extensions["sweep"]["slo_ms"] == {"ttft": 250.0}
+    sweep = data.extensions["sweep"]
+    assert data.kind == "sweep" and len(sweep["points"]) == 3
+    assert sweep["slo_ms"] == {"ttft": 250.0, "tpot": 50.0}
+    # 1 s levels hold tens of requests: every P99 is sparse, and the sweep says so
+    assert all(p["sparse"] and p["measured"] < 500 for p in sweep["points"])
     report = surgelab_cli("report", str(out))
     assert report.returncode == 0, report.stderr
     shown = surgelab_cli("show", str(out))
-    assert shown.returncode == 0 and "TTFT p99 ms" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and "TTFT p99" in shown.stdout, shown.stdout + shown.stderr
     page = browser(offline=True).new_page()
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     charts = page.evaluate("window.SURGELAB_CHARTS")
-    assert charts["chart-sweep"]["points"] == [3, 3] and charts["chart-sweep-load"]["points"] == [3]
+    assert charts["chart-sweep"]["traces"] == ["TTFT p99 (sparse: n < 500)", "E2E p99 (sparse: n < 500)",
+                                               "TPOT p99 (sparse: n < 500)"]  # fmt: skip
+    assert charts["chart-sweep"]["points"] == [3, 3, 3]
     shapes = page.evaluate("document.getElementById('chart-sweep').layout.shapes.map(s => s.y0)")
-    assert 250.0 in shapes  # the SLO line
+    assert 250.0 in shapes and 50.0 in shapes  # the SLO lines, each with its curve
+    assert "ideal (achieved = offered)" in charts["chart-sweep-load"]["traces"]
+    rows = page.evaluate("Array.from(document.querySelectorAll('#levels-table tr')).slice(1).map(r => "
+                         "({cells: Array.from(r.cells).map(c => c.innerText), sparse: r.className === 'sparse'}))")  # fmt: skip
+    assert [r["cells"][2] for r in rows] == [f"{p['measured']:,}" for p in sweep["points"]]  # n beside every level
+    assert all(r["sparse"] and r["cells"][5].endswith("*") for r in rows)  # greyed, P99 starred
+    capacity = sweep["plan"]
+    if capacity is not None:
+        table = page.inner_text("#capacity-table")
+        assert "{" not in table and "sparse tail" in table
+        assert "sparse tail" in page.inner_text("#card-capacity")
+    if sweep["knee"] is not None:  # the card in the unit of the knee line on the curve
+        line = page.evaluate("document.getElementById('chart-sweep').layout.shapes.filter(s => s.yref === 'paper')[0].x0")
+        assert page.inner_text("#card-knee .value").startswith(f"{line:.1f}".rstrip("0").rstrip("."))
 
 
 def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir):

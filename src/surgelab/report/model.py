@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
@@ -150,7 +151,9 @@ def _percentiles_by_window(t: np.ndarray, values: np.ndarray, n: int, qs: tuple[
     idx = _window_index(t, n)
     keep = (idx >= 0) & np.isfinite(values)
     idx, values = idx[keep], values[keep]
-    out: dict[str, list] = {f"p{q}": [None] * n for q in qs}
+    out: dict[str, Any] = {f"p{q}": [None] * n for q in qs}
+    out["n"] = np.bincount(idx, minlength=n)[:n].tolist()  # the sample count beside every percentile
+    out["min_n"] = {f"p{q}": min_count(q) for q in qs}  # fewer: the window's percentile is drawn grey
     if idx.size == 0:
         return out
     order = np.argsort(idx, kind="stable")
@@ -278,6 +281,17 @@ def _lag(c: RunColumns, n: int) -> tuple[dict[str, list], dict[str, list[float]]
 # ---------------------------------------------------------------------------------- pieces
 
 
+def _pct_card(id_: str, label: str, block: dict[str, Any], q: int) -> dict[str, Any]:
+    """A percentile card with its sample count; amber, with the reason, when the tail is too thin to read."""
+    count = block.get("count") or 0
+    card = {"id": id_, "label": label, "value": block.get(f"p{q}"), "unit": "ms", "n": count}
+    if count and sparse_percentile(count, q):
+        card["status"] = "sparse"
+        card["note"] = f"too few for a P{q}"
+        card["detail"] = f"P{q} of {count:,} requests rests on {count * (100 - q) / 100:.1f} values beyond it (needs {min_count(q):,} requests)"
+    return card
+
+
 def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
     lat, req, thr = summary["latency_ms"], summary["requests"], summary["throughput"]
     thresholds = summary.get("thresholds", [])
@@ -287,10 +301,10 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         {"id": "throughput", "label": "Throughput", "value": thr["requests_per_s"], "unit": "req/s"},
         {"id": "tokens", "label": "Output tokens", "value": thr["output_tokens_per_s"], "unit": "tok/s"},
         {"id": "goodput", "label": "Goodput", "value": summary["goodput"]["requests_per_s"], "unit": "req/s"},
-        {"id": "ttft_p50", "label": "TTFT P50", "value": lat["ttft"]["p50"], "unit": "ms"},
-        {"id": "ttft_p99", "label": "TTFT P99", "value": lat["ttft"]["p99"], "unit": "ms"},
-        {"id": "e2e_p50", "label": "E2E P50", "value": lat["e2e"]["p50"], "unit": "ms"},
-        {"id": "e2e_p99", "label": "E2E P99", "value": lat["e2e"]["p99"], "unit": "ms"},
+        _pct_card("ttft_p50", "TTFT P50", lat["ttft"], 50),
+        _pct_card("ttft_p99", "TTFT P99", lat["ttft"], 99),
+        _pct_card("e2e_p50", "E2E P50", lat["e2e"], 50),
+        _pct_card("e2e_p99", "E2E P99", lat["e2e"], 99),
         {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
         {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none set",
          "unit": "", "status": ("good" if summary.get("thresholds_passed", True) else "bad") if thresholds else "none"},
@@ -379,12 +393,20 @@ def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
         raise ValueError(f"{run_dir}/sweep.json cannot be read")
     points, plan, knee = sweep["points"], sweep.get("plan") or {}, sweep.get("knee") or {}
     best = max((p["throughput"] for p in points), default=None)
+    unit = sweep.get("unit", "")
+    thin = f"rests on a sparse tail: P99 of fewer than {sweep.get('min_count_p99', 500)} requests"
     cards = [
         {"id": "levels", "label": "Levels", "value": len(points), "unit": ""},
         {"id": "max_throughput", "label": "Max throughput", "value": best, "unit": "req/s"},
-        {"id": "knee", "label": "Knee", "value": knee.get("offered"), "unit": sweep.get("unit", "")},
-        {"id": "capacity", "label": "SLA capacity", "value": plan.get("requests_per_s"), "unit": "req/s",
-         "status": "good" if plan else "bad"},
+        # in achieved req/s, the unit of the curve and of its knee line; the offered level said beside it
+        {"id": "knee", "label": "Knee" + (f" (offered {knee['offered']:g} {unit})" if knee else ""),
+         "value": knee.get("throughput") if knee else "none", "unit": "req/s" if knee else "",
+         "status": "sparse" if knee.get("sparse") else "" if knee else "none", "note": "sparse tail" if knee.get("sparse") else "",
+         "detail": (thin + "; " if knee.get("sparse") else "") + knee.get("reason", "")},
+        {"id": "capacity", "label": "SLA capacity", "value": plan.get("requests_per_s") if plan else "none met",
+         "unit": "req/s" if plan else "", "status": "sparse" if plan.get("sparse") else "good" if plan else "bad",
+         "note": "sparse tail" if plan.get("sparse") else "",
+         "detail": thin if plan.get("sparse") else ""},
     ]  # fmt: skip
     summary = {"name": sweep.get("name", run_dir.name), "stop_reason": sweep.get("stop_reason", ""), "mode": "sweep"}
     return ReportData(kind="sweep", name=summary["name"], run_dir=str(run_dir), summary=summary, run_info={},

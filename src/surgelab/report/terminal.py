@@ -149,9 +149,13 @@ def sweep_table(data: ReportData) -> Table:
     sweep = data.extensions["sweep"]
     knee = (sweep.get("knee") or {}).get("offered")
     table = Table(title=f"sweep {data.name} — {data.summary.get('stop_reason', '')}", title_justify="left")
-    for name in (f"offered ({sweep.get('unit', '')})", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
+    for name in (f"offered ({sweep.get('unit', '')})", "n", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
         table.add_column(name, justify="right")
     for p in sweep["points"]:
-        table.add_row(f"{p['offered']:g}", _num(p["throughput"]), _num(p["ttft_p99_ms"]), _num(p["e2e_p99_ms"]),
-                      f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "")  # fmt: skip
+        star = "*" if p.get("sparse") else ""
+        table.add_row(f"{p['offered']:g}", f"{p.get('measured', 0):,}", _num(p["throughput"]), _num(p["ttft_p99_ms"]) + star,
+                      _num(p["e2e_p99_ms"]) + star, f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "",
+                      style="dim" if star else None)  # fmt: skip
+    if any(p.get("sparse") for p in sweep["points"]):
+        table.caption = f"* dim: P99 of fewer than {sweep.get('min_count_p99', 500)} requests (too few to read a P99)"
     return table
