@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.errors import top_errors
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.conditions import Threshold
@@ -178,6 +179,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     summary["warnings"] = [w for w in (summary["prompt_lengths"].pop("warning"),) if w]
+    summary["errors"] = top_errors(c.source, c.state)
     return summary
 
 

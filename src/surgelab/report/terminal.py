@@ -79,6 +79,8 @@ def summary_table(summary: dict[str, Any]) -> Group:
     head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled (error rate {req['error_rate']:.2%})")  # fmt: skip
+    for error in summary.get("errors") or []:  # what failed, in the target's words
+        head.add_row("", Text(f"{error['count']:,} × {_error_text(error)}", style="red"))
     head.add_row("throughput", f"{thr['requests_per_s']:.2f} req/s · {thr['output_tokens_per_s']:,.0f} output tok/s · "
                  f"goodput {summary['goodput']['requests_per_s']:.2f} req/s")  # fmt: skip
     conc = summary["concurrency"]
@@ -111,6 +113,12 @@ def summary_table(summary: dict[str, Any]) -> Group:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         parts.append(Text.from_markup(f"{mark}  {t['expr']}  (observed {_observed(t)})"))
     return Group(*parts)
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    if error.get("message"):
+        return error["message"]
+    return error["state"] + (f" (HTTP {error['http_status']})" if error.get("http_status") else "")
 
 
 def _num(value: float | None) -> str:
