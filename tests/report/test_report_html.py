@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from surgelab.report.model import REPORT_VERSION, build_report_data
+from surgelab.sweep.result import read_sweep
+from surgelab.sweep.table import print_sweep
 
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
@@ -120,6 +124,11 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     assert all(p["sparse"] and p["measured"] < 500 for p in sweep["points"])
     report = surgelab_cli("report", str(out))
     assert report.returncode == 0, report.stderr
+    console = Console(width=80, file=StringIO(), color_system=None)  # the sweep's own table, at 80 columns
+    print_sweep(read_sweep(out / "sweep.json"), console)
+    lines = console.file.getvalue().splitlines()
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("stop:"))]
+    assert max(map(len, table)) <= 80 and sum(1 for line in table if line.strip()[:2] in ("5 ", "10", "20")) == 3
     shown = surgelab_cli("show", str(out))
     assert shown.returncode == 0 and "TTFT p99" in shown.stdout, shown.stdout + shown.stderr
     page = browser(offline=True).new_page()

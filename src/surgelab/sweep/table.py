@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -28,11 +29,13 @@ def level_line(row: LevelRow, unit: str) -> str:
 def sweep_table(result: SweepResult) -> Table:
     knee_i = result.knee.get("row_index") if result.knee else None
     cap_i = result.sla_capacity["index"] if result.sla_capacity else None
-    table = Table(title=f"sweep {result.name} ({result.mode}, {result.unit})", title_justify="left")
+    # light borders and two-line headers: ten columns fit 80 without splitting a cell
+    table = Table(title=f"sweep {result.name} ({result.mode}, {result.unit})", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
     first = "users" if result.mode == "concurrency" else "offered"
-    columns = (first, "req/s", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "errors", "in flight", "")
+    columns = (first, "req/s", "tok/s", "TTFT\np50", "TTFT\np99", "ITL\np50", "E2E\np99", "errors", "in\nflight", "")
     for col in columns:
-        table.add_column(col, justify="right" if col else "left")
+        table.add_column(col, justify="right" if col else "left", no_wrap=bool(col))
     for row in result.sorted_levels():
         marks = []
         if row.index == knee_i:
