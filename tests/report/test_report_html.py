@@ -89,6 +89,19 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     traces = charts["chart-ttft-time"]["traces"]
     assert "p99 (sparse: n < 500)" in traces and "p99" not in traces and "p50" in traces
     assert sum(model["timeseries"]["ttft_ms"]["n"]) == summary["requests"]["ok"]
+    # every axis titled, and no chart narrower than its card
+    axes = page.evaluate("""Array.from(document.querySelectorAll('.chart')).map(d => ({id: d.id,
+        x: d._fullLayout.xaxis.title.text, y: d._fullLayout.yaxis.title.text,
+        y2: d._fullLayout.yaxis2 ? d._fullLayout.yaxis2.title.text : null,
+        plot: d.querySelector('.main-svg').getBoundingClientRect().width, card: d.clientWidth}))""")
+    for a in axes:
+        assert a["x"] and a["y"] and a["y2"] != "", a
+        assert a["plot"] >= a["card"] - 2, a
+    # the telemetry overlay: readable legends, the 0–1 KV-cache fraction on its own right axis
+    overlay = page.evaluate("document.getElementById('chart-telemetry-overlay').data.map(t => [t.name, t.yaxis || 'y'])")
+    assert all("{" not in name for name, _ in overlay)
+    assert [axis for name, axis in overlay if name.startswith("KV cache used")] == ["y2"]
+    assert dict(overlay)["requests running (num_requests_running)"] == "y"
     page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
     print(f"screenshot: {screenshot_dir / 'report.png'}")
 

@@ -169,7 +169,7 @@ _REPORT_JS = r"""
     if (names.length < 2) return;  // one group repeats the summary cards
     const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
     slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
-      { barmode: "group", hovermode: "closest" });
+      { barmode: "group", hovermode: "closest", xaxis: { title: { text: label } }, yaxis: { title: { text: "latency (ms)" } } });
   });
   const bdt = slEl("div"); root.appendChild(bdt);
   groups.forEach(([key, label]) => {
@@ -183,11 +183,17 @@ _REPORT_JS = r"""
   }
   if (D.telemetry) {
     const tel = section("Server telemetry");
-    const names = Object.keys(D.telemetry.series);
-    slChart(tel, "chart-telemetry", "Server gauges (1 s means)", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n])), lay("value"));
-    slChart(tel, "chart-telemetry-overlay", "Server gauges against in flight", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n], { yaxis: "y2" }))
-      .concat([slLine("client in flight", T.t, T.in_flight, { line: { width: 3, color: "#111" } })]),
-      lay("client in flight", { yaxis2: { overlaying: "y", side: "right", title: { text: "gauge" } } }));
+    const TL = D.telemetry, names = Object.keys(TL.series), label = n => (TL.labels || {})[n] || n;
+    const frac = new Set(TL.fractions || []), counts = names.filter(n => !frac.has(n)), fr = names.filter(n => frac.has(n));
+    const y2 = { overlaying: "y", side: "right", title: { text: "fraction (0–1)" }, range: [0, 1.05], showgrid: false };
+    const wide = { margin: { l: 60, r: 70, t: 40, b: 80 } };  // room for the right axis and its title
+    slChart(tel, "chart-telemetry", "Server gauges (1 s means)", counts.map(n => slLine(label(n), TL.t, TL.series[n]))
+      .concat(fr.map(n => slLine(label(n), TL.t, TL.series[n], { yaxis: "y2", line: { dash: "dot" } }))),
+      lay("count", Object.assign(fr.length ? { yaxis2: y2 } : {}, wide)));
+    slChart(tel, "chart-telemetry-overlay", "Server gauges against the client's in flight", [slLine("client in flight", T.t, T.in_flight, { line: { width: 3, color: "#111" } })]
+      .concat(counts.map(n => slLine(label(n), TL.t, TL.series[n])))
+      .concat(fr.map(n => slLine(label(n), TL.t, TL.series[n], { yaxis: "y2", line: { dash: "dot" } }))),
+      lay("requests", Object.assign(fr.length ? { yaxis2: y2 } : {}, wide)));
   }
   const X = D.extensions || {};
   if (X.sweep && X.sweep.points.length) {
@@ -236,8 +242,8 @@ _REPORT_JS = r"""
   if (X.fleet && X.fleet.t) {
     const fl = section("Simulation: fleet timeline");
     const F = X.fleet;
-    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("count"));
-    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost"));
+    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("replicas / requests"));
+    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost per hour"));
   }
   slSettle();
 })();

@@ -73,9 +73,9 @@ def summary_table(summary: dict[str, Any]) -> Group:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row(
-        "run", f"{summary['name']} · {summary['mode']} loop · {summary['target']['url']} · {summary['target']['model']}"
-    )
+    fleet = summary.get("fleet")  # a simulation contacted nothing: its fleet instead of the URL
+    where = f"SIMULATED fleet {fleet.get('name', '')}" if isinstance(fleet, dict) else summary["target"]["url"]
+    head.add_row("run", f"{summary['name']} · {summary['mode']} loop · {where} · {summary['target']['model']}")
     head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled (error rate {req['error_rate']:.2%})")  # fmt: skip
