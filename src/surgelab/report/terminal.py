@@ -76,7 +76,11 @@ def summary_table(summary: dict[str, Any]) -> Group:
     fleet = summary.get("fleet")  # a simulation contacted nothing: its fleet instead of the URL
     where = f"SIMULATED fleet {fleet.get('name', '')}" if isinstance(fleet, dict) else summary["target"]["url"]
     head.add_row("run", f"{summary['name']} · {summary['mode']} loop · {where} · {summary['target']['model']}")
-    head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
+    if isinstance(fleet, dict):
+        head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary.get('duration_s') or 0)} of "
+                     f"simulated load (computed in {format_duration(summary['wall_s'] or 0)})")  # fmt: skip
+    else:
+        head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled (error rate {req['error_rate']:.2%})")  # fmt: skip
     for error in summary.get("errors") or []:  # what failed, in the target's words
