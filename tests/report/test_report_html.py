@@ -236,3 +236,23 @@ def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     shown = page.inner_text("p.warn")
     assert shown == "Warning: " + warning and page.is_visible("p.warn")
+
+
+def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser):
+    """``surgelab plan --out`` wrote plan.json, hpa.yaml and alerts.yaml but no page to read them on."""
+    out = tmp_path / "plan"
+    done = surgelab_cli("plan", "--capacity", "31", "--peak", "200", "--spares", "1", "--gpu-hour-cost", "2.5",
+                        "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    page = browser(offline=True).new_page()
+    page.goto((out / "plan.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    assert page.inner_text("#card-instances .value") == str(plan["fleet"]["total"]) == "11"
+    assert page.inner_text("#card-instances .label") == "Instances (N+1)"
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    rows = len(plan["fleet"]["table"])
+    assert charts["chart-plan-curve"]["traces"] == ["cost per month", "P(SLA holds)", "P(SLA holds, one instance down)"]
+    assert charts["chart-plan-curve"]["points"] == [rows] * 3
+    assert "planned" in page.inner_text("#plan-table") and plan["fleet"]["arithmetic"][0] in page.inner_text("#arithmetic")
+    assert (out / "hpa.yaml").read_text().strip() in page.inner_text("main")

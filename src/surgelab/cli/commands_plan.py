@@ -182,11 +182,15 @@ def plan(
     if out is not None:
         from surgelab.plan.artefacts import write_artefacts
 
+        from surgelab.report.plan_view import PLAN_FILE, render_plan_html
+
         try:
-            write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas)
+            paths = write_artefacts(out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas)
         except ValueError as exc:
             raise fail(str(exc)) from None
-        console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml", highlight=False, soft_wrap=True)
+        page = render_plan_html(result.to_dict(), {p.name: p.read_text() for p in paths[1:]}, sweep_result.name if sweep_result else "")
+        (out / PLAN_FILE).write_text(page, encoding="utf-8")
+        console.print(f"wrote {out}/plan.json, hpa.yaml, alerts.yaml, {PLAN_FILE}", highlight=False, soft_wrap=True)
 
 
 def _queueing(
