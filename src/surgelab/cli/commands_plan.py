@@ -181,7 +181,6 @@ def plan(
     print_plan(result, console)
     if out is not None:
         from surgelab.plan.artefacts import write_artefacts
-
         from surgelab.report.plan_view import PLAN_FILE, render_plan_html
 
         try:
