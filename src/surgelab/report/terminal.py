@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -94,14 +95,16 @@ def summary_table(summary: dict[str, Any]) -> Group:
             f"{conc['mean_in_flight']:.2f} measured · {conc['littles_law_estimate']:.2f} by Little's Law (λ·W)",
         )
 
-    lat = Table(title="latency (ms) — from the intended send time, as users felt it", title_justify="left")
-    lat.add_column("metric")
+    # light borders and whole milliseconds past 100: the table fits 80 columns without splitting a row
+    lat = Table(title="latency (ms) — from the intended send time, as users felt it", title_justify="left",
+                box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+    lat.add_column("metric", no_wrap=True)
     for col in ("mean", "p50", "p90", "p95", "p99", "max", "count"):
-        lat.add_column(col, justify="right")
+        lat.add_column(col, justify="right", no_wrap=True)
     rows = [(k.upper(), v) for k, v in summary["latency_ms"].items()]
     rows += [(f"{k.upper()} (service)", v) for k, v in summary["service_latency_ms"].items()]
     for name, d in rows:
-        lat.add_row(name, *(_num(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(d["count"]))
+        lat.add_row(name, *(_lat(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), f"{d['count']:,}")
 
     parts: list[Any] = [head, lat]
     lag = summary["schedule_lag_ms"]
@@ -123,6 +126,10 @@ def _error_text(error: dict[str, Any]) -> str:
     if error.get("message"):
         return error["message"]
     return error["state"] + (f" (HTTP {error['http_status']})" if error.get("http_status") else "")
+
+
+def _lat(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def _num(value: float | None) -> str:
