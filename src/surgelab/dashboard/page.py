@@ -54,7 +54,8 @@ _JS = r"""
   const state = { seq: 0, entries: [], polls: 0, errors: 0, last: null, finished: false, points: [], bounds: {}, verdict: null };
   window.SURGELAB_DASH = state;
   const token = new URLSearchParams(location.search).get("token");
-  const q = token ? "&token=" + encodeURIComponent(token) : "";
+  const client = Math.random().toString(36).slice(2, 10);  // this page: the server waits for each page to see the end
+  const q = (token ? "&token=" + encodeURIComponent(token) : "") + "&client=" + client;
   const svg = document.getElementById("pipeline");
   const NS = "http://www.w3.org/2000/svg";
   const nodes = [["arrivals", "Arrivals"], ["queue", "Client queue"], ["inflight", "In flight"], ["target", "Target"], ["responses", "Responses"]];

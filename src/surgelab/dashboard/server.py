@@ -9,8 +9,8 @@ or greedy browser cannot delay a scheduled send. Browsers poll ``/api/state?sinc
 receive every entry after ``SEQ`` — the whole history on first load, so a late or reconnecting
 browser sees the run since its start. It binds 127.0.0.1 by default, takes an optional access
 token, and stops with the run (``stop``): when ``finish`` has given it the run's verdict, it
-keeps serving until a browser that was watching has fetched that verdict (at most
-``DashboardSettings.linger_s``), so the page keeps it on screen.
+keeps serving until every page that was watching has fetched that verdict (at most
+``DashboardSettings.linger_s``), so each page keeps it on screen.
 
 Rates are like for like: the target, arrival, send and completion rates are all means over
 the same trailing window of whole seconds (``RATE_WINDOW_S``), so a spike in the target does
@@ -73,7 +73,9 @@ class Dashboard:
         self.gauges: dict[str, float] = {}  # target telemetry (waiting, running, KV usage) when scraped
         self.finished = False
         self.verdict: dict[str, Any] | None = None  # the run's end: validity, thresholds, stop reason
-        self.verdict_seen = threading.Event()  # a browser fetched the state with the verdict in it
+        self.verdict_seen = threading.Event()  # every page watching has fetched the state with the verdict in it
+        self._pollers: dict[str, float] = {}  # page id (?client=) → when it last polled (monotonic)
+        self._told: set[str] = set()  # pages that have the verdict
         self.requests_served = 0
         self._recent: deque[tuple[float, float, float]] = deque(maxlen=_RECENT_KEEP)  # (end s, TTFT ms, E2E ms)
         self._target_seen: deque[tuple[float, float]] = deque()  # (elapsed s, planned level) for the trailing mean
@@ -209,6 +211,11 @@ class Dashboard:
         return web.FileResponse(plotly_js_path(), headers={"Cache-Control": "max-age=3600",
                                                            "Content-Type": "application/javascript"})  # fmt: skip
 
+    def _watching(self, within_s: float = 3.0) -> set[str]:
+        """The pages that polled in the last few seconds (a closed tab stops counting)."""
+        now = time.monotonic()
+        return {c for c, t in self._pollers.items() if now - t <= within_s}
+
     async def _favicon(self, request: web.Request) -> web.Response:
         return web.Response(body=FAVICON, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
@@ -221,8 +228,12 @@ class Dashboard:
         body = {"seq": self.seq, "finished": self.finished, "title": self.settings.title, "history": new,
                 "points": self.points, "gauges": self.gauges, "verdict": self.verdict,
                 "bounds": dict(self.settings.bounds)}  # fmt: skip
+        client = request.query.get("client", "")
+        self._pollers[client] = time.monotonic()
         if self.verdict is not None:
-            self.verdict_seen.set()
+            self._told.add(client)
+            if self._watching() <= self._told:
+                self.verdict_seen.set()
         return web.Response(body=orjson.dumps(body), content_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
@@ -282,9 +293,11 @@ class Dashboard:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        if self.verdict is not None and self.requests_served:
+        if self.verdict is not None and self._watching():
             deadline = time.monotonic() + self.settings.linger_s
             while not self.verdict_seen.is_set() and time.monotonic() < deadline:
+                if self._watching() <= self._told:
+                    break
                 self.verdict_seen.wait(0.1)
 
         async def close() -> None:

@@ -86,7 +86,7 @@ _COMPARE_JS = r"""
   const top = slEl("div", { id: "overall" }); root.appendChild(top);
   D.runs.slice(1).forEach((r, k) => {
     const better = D.metrics.filter(m => m.diffs[k].verdict === "better"), worse = D.metrics.filter(m => m.diffs[k].verdict === "worse");
-    const cls = worse.length ? "fail" : better.length ? "pass" : "ns";
+    const cls = worse.length && better.length ? "warn" : worse.length ? "fail" : better.length ? "pass" : "ns";
     const list = ms => ms.map(m => m.label + pct(m.diffs[k])).join(", ");
     const word = worse.length && better.length ? "mixed" : worse.length ? "WORSE" : better.length ? "BETTER" : "no significant difference";
     top.appendChild(slEl("p", { className: "verdict " + cls }, "<b>" + esc(r.label) + " against " + esc(D.runs[0].label) + ": " + word + "</b>"
