@@ -142,6 +142,10 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     lines = console.file.getvalue().splitlines()
     table = lines[: next(i for i, line in enumerate(lines) if line.startswith("stop:"))]
     assert max(map(len, table)) <= 80 and sum(1 for line in table if line.strip()[:2] in ("5 ", "10", "20")) == 3
+    said = " ".join(" ".join(lines).split())
+    assert "P99 TTFT of 3 level(s) with fewer than 500 requests left out" in said  # out of the latency knee
+    if sweep["plan"] is not None:
+        assert "rests on a sparse tail: P99 of" in said
     shown = surgelab_cli("show", str(out))
     assert shown.returncode == 0 and "TTFT p99" in shown.stdout, shown.stdout + shown.stderr
     page = browser(offline=True).new_page()

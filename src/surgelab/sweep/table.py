@@ -6,6 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import LevelRow, SweepResult
 
 __all__ = ["sweep_table", "print_sweep", "level_line"]
@@ -70,9 +71,12 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         console.print(f"SLA capacity: no level met {rules} with errors <= the limit", highlight=False)
     else:
         rules = ", ".join(cap["slo"]) or "no SLO set (errors only)"
+        at = next((r for r in result.levels if r.index == cap["index"]), None)
+        thin = (f" — [yellow]rests on a sparse tail: P99 of {at.measured:,} requests (needs {min_count(99):,})[/]"
+                if at is not None and cap["slo"] and sparse_percentile(at.measured, 99) else "")  # fmt: skip
         console.print(
             f"SLA capacity: [bold]{cap['requests_per_s']:.4g} req/s[/] per instance at {cap['level']:g} {result.unit} "
-            f"({rules}; errors <= {cap['max_error_rate']:.1%})",
+            f"({rules}; errors <= {cap['max_error_rate']:.1%}){thin}",
             highlight=False,
         )
     b = result.breaking
