@@ -236,3 +236,30 @@ def test_gauges_from_an_exposition():
     )
     assert gauges_from_text(text) == {"running": 5.0, "waiting": 7.0, "kv_usage": 0.5}
     assert gauges_from_text("# nothing here\n") == {}
+
+
+def test_target_and_achieved_rates_share_one_window_and_latency_is_recent():
+    """A step from 10 to 30 req/s at 10 s: the page once drew the instantaneous target (30) against a 5 s
+    trailing achieved rate (18), so the client looked a third short; and latency never forgot a spike."""
+    from surgelab.metrics.live import LiveSnapshot
+    from surgelab.metrics.record import Outcome, State
+    from surgelab.metrics.store import RecordMeta
+
+    board = Dashboard(DashboardSettings())
+    seconds = [i * 0.5 for i in range(1, 27)]  # snapshots twice a second up to 13 s
+
+    def arrivals(t: float) -> int:  # exactly on schedule: 10/s, then 30/s from 10 s
+        return int(10 * min(t, 10) + 30 * max(t - 10, 0))
+
+    for n, t in enumerate(seconds):
+        e2e = 2.0 if t < 7 else 0.02  # a latency spike (2 s) that ended before the last 5 s
+        out = Outcome()
+        out.state, out.first_token_ns, out.end_ns = State.OK, int((t - e2e / 2) * 1e9), int(t * 1e9)
+        board.observe(RecordMeta(id=n, intended_ns=int((t - e2e) * 1e9), warmup=False), out)
+        target = "30 req/s" if t >= 10 else "10 req/s"
+        board.update(LiveSnapshot(t, 20.0, target, 0.0, 0.0, 0, arrivals(t), 0, 0, 0, 0, 0.0,
+                                  None, None, None, None, None))  # fmt: skip
+    last = board.history[-1]  # at 13 s the window is [8, 13): 2 s at 10/s and 3 s at 30/s
+    assert last["arrival_rate"] == pytest.approx(22.0)
+    assert last["target_rate"] == pytest.approx(22.0, abs=0.5)  # like for like (the instantaneous target is 30)
+    assert last["recent_n"] == 11 and last["recent_e2e_p99_ms"] == pytest.approx(20.0)  # the 2 s spike is forgotten

@@ -78,6 +78,7 @@ class Dashboard:
         self._told: set[str] = set()  # pages that have the verdict
         self.requests_served = 0
         self._recent: deque[tuple[float, float, float]] = deque(maxlen=_RECENT_KEEP)  # (end s, TTFT ms, E2E ms)
+        self._observed = False
         self._target_seen: deque[tuple[float, float]] = deque()  # (elapsed s, planned level) for the trailing mean
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,17 +92,19 @@ class Dashboard:
 
     def observe(self, meta: RecordMeta, out: Outcome) -> None:
         """Per finished success: its end, TTFT and E2E, for the latency of the last few seconds."""
+        self._observed = True  # requests reach the dashboard (not with --workers: they stay in the workers)
         if out.end_ns is not None and not meta.warmup and out.state.value == "ok":
             ttft = (out.first_token_ns - meta.intended_ns) / 1e6 if out.first_token_ns is not None else math.nan
             self._recent.append((out.end_ns / 1e9, ttft, (out.end_ns - meta.intended_ns) / 1e6))
 
     def _recent_latency(self, now_s: float) -> dict[str, float | int | None]:
         """TTFT and E2E P50/P99 of the successes that ended in the trailing window (with their count)."""
-        lo, hi = self._window(now_s)
-        rows = [r for r in reversed(self._recent) if r[0] >= lo] if self._recent else []
-        rows = [r for r in rows if r[0] < hi + 1.0]  # the current partial second counts too
-        out: dict[str, float | int | None] = {"recent_n": len(rows)}
-        data = np.asarray(rows, dtype=float).reshape(-1, 3)
+        lo, _ = self._window(now_s)
+        recent = self._recent
+        while recent and recent[0][0] < lo:  # only the window is kept: each update costs its requests, no more
+            recent.popleft()
+        out: dict[str, float | int | None] = {"recent_n": len(recent)}  # the current partial second counts too
+        data = np.array(recent, dtype=float).reshape(-1, 3)
         for col, name in ((1, "ttft"), (2, "e2e")):
             values = data[:, col][np.isfinite(data[:, col])]
             for q in (50, 99):
@@ -143,7 +146,8 @@ class Dashboard:
         arrival_rate = self._arrival_rate(s)
         entry = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(s).items()}
         entry["target_rate"] = self._trailing_target(s)
-        entry.update(self._recent_latency(s.elapsed_s))
+        if self._observed:  # else the page draws the whole run's latency, and says so
+            entry.update(self._recent_latency(s.elapsed_s))
         sent_done = s.ok + s.failed + s.cancelled
         entry["queue"] = max(s.scheduled - s.dropped - s.in_flight - sent_done, 0)
         entry["arrival_rate"] = arrival_rate
