@@ -133,10 +133,10 @@ def test_live_ticks_follow_the_run(steady):
     assert last.ttft_p50_ms == pytest.approx(result.summary["latency_ms"]["ttft"]["p50"], abs=0.01)
 
 
-def _render(renderable) -> str:
+def _render(renderable, width: int = 160) -> str:
     from rich.console import Console
 
-    console = Console(file=io.StringIO(), width=160, color_system=None, force_terminal=False)
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
     console.print(renderable)
     return console.file.getvalue()
 
@@ -148,8 +148,12 @@ def test_final_summary_table_shows_the_measured_numbers(steady):
     s = result.summary
     text = _render(summary_table(s))
     assert f"{s['requests']['scheduled']} scheduled · {s['requests']['ok']} ok" in text
-    assert f"{s['latency_ms']['ttft']['p50']:,.1f}" in text and f"{s['latency_ms']['itl']['p99']:,.1f}" in text
+    ms = lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}"  # noqa: E731  # whole ms past 100, as printed
+    assert ms(s["latency_ms"]["ttft"]["p50"]) in text and ms(s["latency_ms"]["itl"]["p99"]) in text
     assert "TTFT (service)" in text
+    narrow = _render(summary_table(s), width=80)  # at 80 columns: each latency row on one line
+    rows = [line for line in narrow.splitlines() if line.strip().startswith(("TTFT", "ITL", "TPOT", "E2E"))]
+    assert len(rows) == 6 and all(line.rstrip().endswith(f"{s['latency_ms']['ttft']['count']:,}") for line in rows[:1])
     assert ("INVALID" in text) is not s["validity"]["valid"]
     assert f"{s['concurrency']['mean_in_flight']:.2f} measured" in text
 

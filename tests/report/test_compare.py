@@ -70,6 +70,18 @@ def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, brows
         assert charts[chart_id]["traces"] == ["h100-a", "h100-b", "tiny"]
         assert all(p > 0 for p in charts[chart_id]["points"]), chart_id
     assert page.locator("#metrics-table tr").count() == 1 + len(model["metrics"])
+    # the answer on top, one line per candidate; the table as wide as the page; the setting that differs
+    overall = page.inner_text("#overall")
+    assert "tiny against h100-a: BETTER" in overall and "h100-b against h100-a: no significant difference" in overall
+    widths = page.evaluate("[document.getElementById('metrics-table').offsetWidth, document.querySelector('main').clientWidth]")
+    assert widths[0] >= 0.9 * (widths[1] - 48), widths  # was squeezed to ~450 px in a card grid
+    settings = page.inner_text("#settings-table")
+    assert "target.url" in settings and "load.rate" not in settings  # only the server differs
+    # "not significant" says why; the method is prose, not the module's raw markup
+    reasons = [d["reason"] for m in model["metrics"] for d in m["diffs"] if d["verdict"] == "not significant"]
+    assert reasons and all(reasons) and reasons[0] in page.inner_text("#metrics-table")
+    method = page.inner_text("#method")
+    assert "``" not in method and "**" not in method and method.startswith("Method. the first run is the baseline")
     page.screenshot(path=str(screenshot_dir / "compare.png"), full_page=True)
     two = surgelab_cli("compare", str(runs["tiny"]))
     assert two.returncode == 2 and "at least two" in two.stderr
@@ -103,3 +115,20 @@ def test_compare_show_summary_and_report_agree_on_throughput(runs, tmp_path, mon
         assert cards["throughput"] == summary["throughput"]["requests_per_s"]
         table = f"{metrics['throughput']['values'][k]:.{1 if metrics['throughput']['values'][k] >= 10 else 2}f}"
         assert table in result.stdout, "the compare table shows the summary's figure"
+
+
+def test_the_terminal_table_fits_80_columns_one_line_a_metric(runs):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from surgelab.report.compare_view import compare_table
+
+    data = compare_runs([runs["h100-a"], runs["tiny"]], seed=1, resamples=100)
+    console = Console(width=80, file=StringIO(), color_system=None)
+    console.print(compare_table(data))
+    lines = console.file.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if line.strip().startswith(("req/s", "output tok/s", "errors %", "TTFT", "ITL", "E2E"))]
+    assert len(rows) == len(data.metrics)  # was 2–3 lines a metric at 80 columns
+    assert any("better" in row for row in rows)

@@ -49,10 +49,11 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
     scenario = scenario_maker(tmp_path / "live.yaml", tiny_server.base_url, rate=20, duration="9s", warmup="0.5s")
     out = tmp_path / "live"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    # validity is not this test's subject (a browser starting on a 2-core machine can delay a send by
-    # tens of ms); the dashboard's own effect on the schedule is measured in the next test
+    # a lag bound of 1 µs no client meets: the run ends INVALID for lag, which the lag card must show
+    # in red while it runs and the page must keep on screen after the run (the dashboard's own effect
+    # on the schedule is measured in the next test)
     command = [sys.executable, "-m", "surgelab", "run", str(scenario), "--out", str(out), "-q",
-               "--dashboard", "--dashboard-token", "t0ken", "--set", "validity.max_lag_p99=1s",
+               "--dashboard", "--dashboard-token", "t0ken", "--set", "validity.max_lag_p99=1us",
                "--scrape", tiny_server.root_url + "/metrics"]  # fmt: skip
     context = browser()  # started before the run: only the page itself comes late
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -62,6 +63,7 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         base = url.split("?")[0]
         assert _get(base) == 403 and _get(base + "api/state") == 403
         assert _get(base + "api/state?token=t0ken") == 200
+        assert _get(base + "favicon.ico") == 200  # was 404
         time.sleep(1.0)  # the browser comes late
         page = context.new_page()
         errors: list[str] = []
@@ -92,6 +94,14 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         for chart_id in ("live-throughput", "live-latency", "live-inflight", "live-errors"):
             assert charts[chart_id]["points"] and all(p >= 3 for p in charts[chart_id]["points"]), (chart_id, charts[chart_id])
         assert charts["live-throughput"]["traces"][0] == "target req/s"
+        # like for like: the target is the same 5 s trailing mean as the achieved rates (a constant 20 req/s
+        # here); latency is of the last seconds, with its count
+        assert later["target_rate"] == pytest.approx(20.0) and later["recent_n"] > 0
+        assert charts["live-latency"]["title"] == "Latency of the last 5 s (ms)"
+        # the lag card is red once the bound is crossed; a progress bar with the time remaining
+        assert "bad" in page.get_attribute("#count-lag", "class").split()
+        assert page.inner_text("#count-lag .n").startswith("bound 0.00") and "crossed" in page.inner_text("#count-lag .n")
+        assert "s remaining" in page.inner_text("#progress-text")
         page.screenshot(path=str(screenshot_dir / "dashboard.png"))
         seen = page.evaluate("SURGELAB_DASH.entries.length")
         page.reload()  # a reconnecting browser gets the whole history again
@@ -99,7 +109,18 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         assert page.evaluate("SURGELAB_DASH.entries.length") >= seen
         assert page.evaluate("SURGELAB_DASH.entries[0].elapsed_s") < 1.0
         assert errors == []
-        assert process.wait(timeout=30) == 0, process.stderr.read()  # type: ignore[union-attr]
+        assert process.wait(timeout=30) == 3, process.stderr.read()  # type: ignore[union-attr]  # INVALID
+        # after the run: the verdict stays on the page (the server waited for the page to fetch it)
+        page.wait_for_function("window.SURGELAB_DASH.verdict !== null", timeout=5_000)
+        summary = json.loads((out / "summary.json").read_text())
+        verdict = page.inner_text("#verdict")
+        assert verdict.startswith("Run finished (completed): INVALID · thresholds pass")
+        assert summary["validity"]["reasons"][0] in verdict and not summary["validity"]["valid"]
+        assert "fail" in page.get_attribute("#verdict", "class").split()
+        assert page.inner_text("#progress-text").startswith("finished after")
+        time.sleep(1.5)  # the server is gone now: the page does not turn to "disconnected, retrying…"
+        assert "disconnected" not in page.inner_text("#status") and page.is_visible("#verdict")
+        page.screenshot(path=str(screenshot_dir / "dashboard-final.png"))
     finally:
         if process.poll() is None:
             process.kill()
@@ -215,3 +236,30 @@ def test_gauges_from_an_exposition():
     )
     assert gauges_from_text(text) == {"running": 5.0, "waiting": 7.0, "kv_usage": 0.5}
     assert gauges_from_text("# nothing here\n") == {}
+
+
+def test_target_and_achieved_rates_share_one_window_and_latency_is_recent():
+    """A step from 10 to 30 req/s at 10 s: the page once drew the instantaneous target (30) against a 5 s
+    trailing achieved rate (18), so the client looked a third short; and latency never forgot a spike."""
+    from surgelab.metrics.live import LiveSnapshot
+    from surgelab.metrics.record import Outcome, State
+    from surgelab.metrics.store import RecordMeta
+
+    board = Dashboard(DashboardSettings())
+    seconds = [i * 0.5 for i in range(1, 27)]  # snapshots twice a second up to 13 s
+
+    def arrivals(t: float) -> int:  # exactly on schedule: 10/s, then 30/s from 10 s
+        return int(10 * min(t, 10) + 30 * max(t - 10, 0))
+
+    for n, t in enumerate(seconds):
+        e2e = 2.0 if t < 7 else 0.02  # a latency spike (2 s) that ended before the last 5 s
+        out = Outcome()
+        out.state, out.first_token_ns, out.end_ns = State.OK, int((t - e2e / 2) * 1e9), int(t * 1e9)
+        board.observe(RecordMeta(id=n, intended_ns=int((t - e2e) * 1e9), warmup=False), out)
+        target = "30 req/s" if t >= 10 else "10 req/s"
+        board.update(LiveSnapshot(t, 20.0, target, 0.0, 0.0, 0, arrivals(t), 0, 0, 0, 0, 0.0,
+                                  None, None, None, None, None))  # fmt: skip
+    last = board.history[-1]  # at 13 s the window is [8, 13): 2 s at 10/s and 3 s at 30/s
+    assert last["arrival_rate"] == pytest.approx(22.0)
+    assert last["target_rate"] == pytest.approx(22.0, abs=0.5)  # like for like (the instantaneous target is 30)
+    assert last["recent_n"] == 11 and last["recent_e2e_p99_ms"] == pytest.approx(20.0)  # the 2 s spike is forgotten

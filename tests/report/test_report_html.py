@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from surgelab.report.model import REPORT_VERSION, build_report_data
+from surgelab.sweep.result import read_sweep
+from surgelab.sweep.table import print_sweep
 
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
-    "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-by_phase",
+    "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-slo",
     "chart-telemetry", "chart-telemetry-overlay",
 }  # fmt: skip
 
@@ -26,9 +30,11 @@ def run_dir(tiny_server, tmp_path_factory, run_maker) -> Path:
 
 def test_every_run_writes_a_self_contained_report(run_dir):
     html = (run_dir / "report.html").read_text()
-    assert "<script src=" not in html and "cdn" not in html.lower().split("plotly.js v")[0]
-    assert "plotly.js v" in html  # the library itself is inside
+    assert "<script src=" not in html and "cdn" not in html.lower().split("plotly.js (basic")[0]
+    assert "plotly.js (basic - minified) v" in html  # the library itself is inside: the partial bundle
     assert 'id="report-data"' in html
+    size = (run_dir / "report.html").stat().st_size
+    assert size <= 1.5e6, f"report.html is {size / 1e6:.2f} MB"  # was 4.8 MB with the full plotly.js
 
 
 def test_report_model_agrees_with_the_summary(run_dir):
@@ -73,6 +79,29 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     plotted = page.evaluate("document.getElementById('chart-cdf-e2e').data[0].x.length")
     assert plotted == len(model["cdfs"]["e2e_ms"]["x"])
     assert page.inner_text("#card-validity .value") == "valid"
+    # sample counts: beside every percentile card, and per-second percentiles from too few requests are
+    # drawn grey, apart from the rest (30 requests a second: no window has the 500 a P99 needs)
+    summary = model["summary"]
+    count = summary["latency_ms"]["ttft"]["count"]
+    assert page.inner_text("#card-ttft_p99 .n") == f"n = {count:,} · too few for a P99"
+    assert "sparse" in page.get_attribute("#card-ttft_p99", "class").split()
+    assert page.inner_text("#card-ttft_p50 .n") == f"n = {count:,}"
+    traces = charts["chart-ttft-time"]["traces"]
+    assert "p99 (sparse: n < 500)" in traces and "p99" not in traces and "p50" in traces
+    assert sum(model["timeseries"]["ttft_ms"]["n"]) == summary["requests"]["ok"]
+    # every axis titled, and no chart narrower than its card
+    axes = page.evaluate("""Array.from(document.querySelectorAll('.chart')).map(d => ({id: d.id,
+        x: d._fullLayout.xaxis.title.text, y: d._fullLayout.yaxis.title.text,
+        y2: d._fullLayout.yaxis2 ? d._fullLayout.yaxis2.title.text : null,
+        plot: d.querySelector('.main-svg').getBoundingClientRect().width, card: d.clientWidth}))""")
+    for a in axes:
+        assert a["x"] and a["y"] and a["y2"] != "", a
+        assert a["plot"] >= a["card"] - 2, a
+    # the telemetry overlay: readable legends, the 0–1 KV-cache fraction on its own right axis
+    overlay = page.evaluate("document.getElementById('chart-telemetry-overlay').data.map(t => [t.name, t.yaxis || 'y'])")
+    assert all("{" not in name for name, _ in overlay)
+    assert [axis for name, axis in overlay if name.startswith("KV cache used")] == ["y2"]
+    assert dict(overlay)["requests running (num_requests_running)"] == "y"
     page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
     print(f"screenshot: {screenshot_dir / 'report.png'}")
 
@@ -91,42 +120,79 @@ def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli
 
 
 def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser):
+    """The sweep page: a per-level table with counts, sparse P99s greyed and said, a TPOT curve under the
+    TPOT SLO line, the knee in the curve's unit, and the capacity as a table rather than raw JSON."""
     scenario = scenario_maker(tmp_path / "sweep.yaml", tiny_server.base_url, mix=False)
-    text = scenario.read_text() + "slo: {ttft: 250ms}\n"
+    text = scenario.read_text() + "slo: {ttft: 250ms, tpot: 50ms}\n"
     scenario.write_text(text)
     out = tmp_path / "sweep"
     result = surgelab_cli("sweep", str(scenario), "--out", str(out), "--mode", "rate", "--levels", "5,10,20",
                           "--hold", "1s", "--settle", "0.2s", "--warmup", "0")  # fmt: skip
     assert result.returncode in (0, 1), result.stdout + result.stderr
     data = build_report_data(out)
-    assert data.kind == "sweep" and len(data.extensions["sweep"]["points"]) == 3
-    assert data.extensions["sweep"]["slo_ms"] == {"ttft": 250.0}
+    sweep = data.extensions["sweep"]
+    assert data.kind == "sweep" and len(sweep["points"]) == 3
+    assert sweep["slo_ms"] == {"ttft": 250.0, "tpot": 50.0}
+    # 1 s levels hold tens of requests: every P99 is sparse, and the sweep says so
+    assert all(p["sparse"] and p["measured"] < 500 for p in sweep["points"])
     report = surgelab_cli("report", str(out))
     assert report.returncode == 0, report.stderr
+    console = Console(width=80, file=StringIO(), color_system=None)  # the sweep's own table, at 80 columns
+    print_sweep(read_sweep(out / "sweep.json"), console)
+    lines = console.file.getvalue().splitlines()
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("stop:"))]
+    assert max(map(len, table)) <= 80 and sum(1 for line in table if line.strip()[:2] in ("5 ", "10", "20")) == 3
+    said = " ".join(" ".join(lines).split())
+    assert "P99 TTFT of 3 level(s) with fewer than 500 requests left out" in said  # out of the latency knee
+    if sweep["plan"] is not None:
+        assert "rests on a sparse tail: P99 of" in said
     shown = surgelab_cli("show", str(out))
-    assert shown.returncode == 0 and "TTFT p99 ms" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and "TTFT p99" in shown.stdout, shown.stdout + shown.stderr
     page = browser(offline=True).new_page()
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     charts = page.evaluate("window.SURGELAB_CHARTS")
-    assert charts["chart-sweep"]["points"] == [3, 3] and charts["chart-sweep-load"]["points"] == [3]
+    assert charts["chart-sweep"]["traces"] == ["TTFT p99 (sparse: n < 500)", "E2E p99 (sparse: n < 500)",
+                                               "TPOT p99 (sparse: n < 500)"]  # fmt: skip
+    assert charts["chart-sweep"]["points"] == [3, 3, 3]
     shapes = page.evaluate("document.getElementById('chart-sweep').layout.shapes.map(s => s.y0)")
-    assert 250.0 in shapes  # the SLO line
+    assert 250.0 in shapes and 50.0 in shapes  # the SLO lines, each with its curve
+    assert "ideal (achieved = offered)" in charts["chart-sweep-load"]["traces"]
+    rows = page.evaluate("Array.from(document.querySelectorAll('#levels-table tr')).slice(1).map(r => "
+                         "({cells: Array.from(r.cells).map(c => c.innerText), sparse: r.className === 'sparse'}))")  # fmt: skip
+    assert [r["cells"][2] for r in rows] == [f"{p['measured']:,}" for p in sweep["points"]]  # n beside every level
+    assert all(r["sparse"] and r["cells"][5].endswith("*") for r in rows)  # greyed, P99 starred
+    capacity = sweep["plan"]
+    if capacity is not None:
+        table = page.inner_text("#capacity-table")
+        assert "{" not in table and "sparse tail" in table
+        assert "sparse tail" in page.inner_text("#card-capacity")
+    if sweep["knee"] is not None:  # the card in the unit of the knee line on the curve
+        line = page.evaluate("document.getElementById('chart-sweep').layout.shapes.filter(s => s.yref === 'paper')[0].x0")
+        assert page.inner_text("#card-knee .value").startswith(f"{line:.1f}".rstrip("0").rstrip("."))
 
 
-def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browser):
+def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir):
+    """A simulation's wall time is the simulator's CPU time: charts once covered 0–0.1 s of a 30 s run,
+    the TTFT P99 card disagreed with every chart, the SLO and its misses were nowhere, and the header
+    showed a URL nobody contacted."""
     (tmp_path / "s.yaml").write_text(
         "name: sim\ntarget: {url: 'http://127.0.0.1:9/v1', model: m}\n"
-        "load: {rate: {type: ramp, start: 2, end: 30, over: 30s}, duration: 30s}\n"
-        "workload: {prompt_tokens: 100, output_tokens: 32}\nslo: {e2e: 2s}\n"
+        "load: {rate: {type: ramp, start: 2, end: 40, over: 30s}, duration: 30s}\n"
+        "workload: {prompt_tokens: 100, output_tokens: 32}\nslo: {e2e: 1s}\n"
     )
     (tmp_path / "f.yaml").write_text("name: one\npools: [{profile: llama2-7b-a10, cost_per_hour: 2.0}]\n")
     out = tmp_path / "sim"
     result = surgelab_cli("simulate", str(tmp_path / "s.yaml"), "--fleet", str(tmp_path / "f.yaml"), "--out", str(out))
     assert result.returncode in (0, 1), result.stdout + result.stderr
-    assert surgelab_cli("report", str(out)).returncode == 0
-    fleet = build_report_data(out).extensions["fleet"]
+    summary = json.loads((out / "summary.json").read_text())
+    run_info = json.loads((out / "run.json").read_text())
+    fleet_json = json.loads((out / "fleet.json").read_text())
+    assert run_info["wall_s"] < 5 < run_info["simulated_end_s"]  # the trap: wall time is not the run's span
+    data = build_report_data(out)
+    fleet = data.extensions["fleet"]
     assert len(fleet["t"]) >= 10 and max(fleet["replicas"]) >= 1 and max(fleet["cost_per_hour"]) >= 2.0
+    assert data.slo["misses"] == fleet_json["sla_violations"] > 0  # the same count as the simulator's
     page = browser(offline=True).new_page()
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
@@ -134,7 +200,24 @@ def test_simulation_report_has_the_fleet_timeline(tmp_path, surgelab_cli, browse
     assert charts["chart-fleet"]["traces"] == ["replicas", "queue", "shed"]
     assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
     assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
-    assert charts["chart-load"]["points"][0] > 0  # a simulated run has the same run sections
+    for chart in ("chart-load", "chart-ttft-time", "chart-e2e-time", "chart-errors", "chart-lag"):
+        low, high = page.evaluate(f"document.getElementById('{chart}')._fullLayout.xaxis.range")
+        assert low <= 1 and abs(high - run_info["simulated_end_s"]) <= 1.5, (chart, low, high)
+    # the card is summary.json's figure, and the per-second P99 curve reaches it (a P99 over all requests
+    # cannot exceed every window's P99)
+    p99 = summary["latency_ms"]["ttft"]["p99"]
+    assert page.inner_text("#card-ttft_p99 .value").replace("ms", "").replace(",", "") == f"{p99:.0f}"
+    peak = page.evaluate("Math.max(...document.getElementById('chart-ttft-time').data[2].y.filter(v => v !== null))")
+    assert peak >= 0.9 * p99
+    # the SLO: a line on the E2E chart, its misses on the page and per second
+    assert 1000.0 in page.evaluate("document.getElementById('chart-e2e-time').layout.shapes.map(s => s.y0)")
+    missed = fleet_json["sla_violations"]
+    assert f"{missed:,} of {summary['requests']['measured']:,} measured requests missed it" in page.inner_text("#slo-line")
+    assert sum(page.evaluate("document.getElementById('chart-slo').data[0].y")) == missed
+    header = page.inner_text("header")
+    assert "SIMULATED" in header and "127.0.0.1:9" not in header
+    assert "none" in page.get_attribute("#card-thresholds", "class").split()  # not green: nothing was checked
+    page.screenshot(path=str(screenshot_dir / "simulation.png"), full_page=True)
 
 
 def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_path, surgelab_cli, browser):
@@ -157,3 +240,23 @@ def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     shown = page.inner_text("p.warn")
     assert shown == "Warning: " + warning and page.is_visible("p.warn")
+
+
+def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser):
+    """``surgelab plan --out`` wrote plan.json, hpa.yaml and alerts.yaml but no page to read them on."""
+    out = tmp_path / "plan"
+    done = surgelab_cli("plan", "--capacity", "31", "--peak", "200", "--spares", "1", "--gpu-hour-cost", "2.5",
+                        "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    page = browser(offline=True).new_page()
+    page.goto((out / "plan.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    assert page.inner_text("#card-instances .value") == str(plan["fleet"]["total"]) == "11"
+    assert page.inner_text("#card-instances .label") == "Instances (N+1)"
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    rows = len(plan["fleet"]["table"])
+    assert charts["chart-plan-curve"]["traces"] == ["cost per month", "P(SLA holds)", "P(SLA holds, one instance down)"]
+    assert charts["chart-plan-curve"]["points"] == [rows] * 3
+    assert "planned" in page.inner_text("#plan-table") and plan["fleet"]["arithmetic"][0] in page.inner_text("#arithmetic")
+    assert (out / "hpa.yaml").read_text().strip() in page.inner_text("main")

@@ -51,11 +51,11 @@ def _one_line_error(result, needle):
         (["plan", "--peak", "100"], "give a sweep"),
         (["plan", "--capacity", "100", "--peak", "10", "--peak-window", "soon"], "--peak-window"),
         (
-            ["plan", "--model", "mmc", "--rate", "10", "--service-time", "0.5s"],
+            ["plan", "--queueing", "mmc", "--rate", "10", "--service-time", "0.5s"],
             "exactly one of --servers or --target-wait",
         ),
-        (["plan", "--model", "mmc", "--rate", "-1", "--service-time", "0.5s", "--servers", "2"], "arrival rate"),
-        (["plan", "--model", "mg1", "--rate", "1", "--service-time", "1s", "--servers", "2"], "only mmc"),
+        (["plan", "--queueing", "mmc", "--rate", "-1", "--service-time", "0.5s", "--servers", "2"], "arrival rate"),
+        (["plan", "--queueing", "mg1", "--rate", "1", "--service-time", "1s", "--servers", "2"], "only mmc"),
     ],
 )
 def test_plan_bad_input(cli, args, needle):
@@ -85,8 +85,10 @@ def test_sweep_missing_scenario_and_busy_out_dir(cli, scenario, tmp_path):
 
 
 def test_mmc_shortcut_prints_erlang_c(cli):
-    result = cli("plan", "--model", "mmc", "--rate", "10", "--service-time", "0.5s", "--servers", "8")
+    result = cli("plan", "--queueing", "mmc", "--rate", "10", "--service-time", "0.5s", "--servers", "8")
     assert result.returncode == 0, result.stderr
     assert "P(wait) = 0.1673" in result.stdout and "62.5%" in result.stdout
+    # the old name (it read like an AI model) still works, with a note
     result = cli("plan", "--model", "mmc", "--rate", "10", "--service-time", "0.5s", "--target-wait", "10ms")
     assert result.returncode == 0 and "fewest servers with mean wait <= 0.01 s: 10" in result.stdout
+    assert "plan --model is now --queueing" in result.stderr

@@ -6,9 +6,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["distribution", "gap_distribution", "PERCENTILES"]
+__all__ = ["distribution", "gap_distribution", "PERCENTILES", "MIN_BEYOND", "min_count", "sparse_percentile"]
 
 PERCENTILES = (50, 90, 95, 99)
+MIN_BEYOND = 5  # values needed beyond a percentile before it is shown as a figure and used in a verdict
+
+
+def min_count(q: float) -> int:
+    """The fewest values a ``q``-th percentile needs: ``MIN_BEYOND`` of them beyond it (P99: 500, P90: 50, P50: 10)."""
+    return int(np.ceil(MIN_BEYOND / (1.0 - q / 100.0) - 1e-9))
+
+
+def sparse_percentile(count: int | None, q: float) -> bool:
+    """True when a ``q``-th percentile of ``count`` values rests on fewer than ``MIN_BEYOND`` values beyond it.
+
+    A P99 of 82 requests is the slowest one: one hiccup of client, network or server puts it there.
+    """
+    return (count or 0) < min_count(q)
 
 
 def _empty() -> dict[str, float | int | None]:

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.errors import top_errors
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.slo import meets_slo
@@ -200,6 +201,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"])
     summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
+    summary["errors"] = top_errors(c.source, c.state)
     return summary
 
 

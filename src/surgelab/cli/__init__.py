@@ -14,11 +14,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from surgelab import __version__
+
+        typer.echo(f"surgelab {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Load-test AI inference services honestly and plan their capacity."""
 
 
@@ -35,6 +48,9 @@ from surgelab.cli import commands_sweep  # noqa: E402,F401,I001
 from surgelab.cli import commands_simulate  # noqa: E402,F401,I001
 from surgelab.cli import commands_telemetry  # noqa: E402,F401,I001
 from surgelab.cli import commands_twin  # noqa: E402,F401,I001
+from surgelab.cli.panels import apply_panels  # noqa: E402,I001
+
+apply_panels(commands_run.run)
 
 
 def main() -> None:

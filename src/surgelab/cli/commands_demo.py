@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -61,9 +62,10 @@ def demo(
         raise fail(f"{out} is not empty; choose another --out")
     args = ["--max-num-seqs", str(max_num_seqs)]
     console.print(f"starting the embedded server (profile {profile}, max {max_num_seqs} sequences in a batch)…")
-    table = Table(title=f"step ramp against surgelab serve --profile {profile}", title_justify="left")
-    for col in ("users", "req/s", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "in flight", "errors"):
-        table.add_column(col, justify="right")
+    table = Table(title=f"step ramp against surgelab serve --profile {profile} (latencies in ms)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip  # fits 80 columns
+    for col in ("users", "req/s", "tok/s", "TTFT\np50", "TTFT\np99", "ITL\np50", "E2E\np99", "in\nflight", "errors"):
+        table.add_column(col, justify="right", no_wrap=True)
     try:
         with ServerProcess(args, profile=profile) as server:
             model = _served_model(server.base_url)
@@ -96,7 +98,7 @@ def _row(users: int, s: dict[str, Any]) -> list[str]:
     lat = s["latency_ms"]
 
     def ms(v: float | None) -> str:
-        return "–" if v is None else f"{v:,.0f} ms"
+        return "–" if v is None else f"{v:,.0f}"
 
     return [
         str(users),

@@ -138,19 +138,24 @@ def plan(
     scale_down_window: str = typer.Option("5m", help="HPA: scale-down stabilisation window (against flapping)."),
     hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
     min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
-    queue_model: str | None = typer.Option(
-        None, "--model", help="mmc: Erlang C from --rate and --service-time, no sweep."
+    queueing: str | None = typer.Option(
+        None, "--queueing", help="mmc: an Erlang C queueing model from --rate and --service-time, no sweep."
     ),
-    rate: float | None = typer.Option(None, help="--model mmc: arrival rate, req/s."),
-    service_time: str | None = typer.Option(None, help="--model mmc: mean service time, e.g. 0.5s."),
-    servers: int | None = typer.Option(None, help="--model mmc: number of servers."),
-    target_wait: str | None = typer.Option(None, help="--model mmc: find the fewest servers with this mean wait."),
+    queue_model: str | None = typer.Option(None, "--model", hidden=True, help="Deprecated name of --queueing."),
+    rate: float | None = typer.Option(None, help="--queueing mmc: arrival rate, req/s."),
+    service_time: str | None = typer.Option(None, help="--queueing mmc: mean service time, e.g. 0.5s."),
+    servers: int | None = typer.Option(None, help="--queueing mmc: number of servers."),
+    target_wait: str | None = typer.Option(None, help="--queueing mmc: find the fewest servers with this mean wait."),
 ) -> None:
     """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
     from surgelab.conditions import Threshold
 
     console = Console()
-    if queue_model is not None:
+    if queue_model is not None:  # the old name read like an AI model; kept working, with a note
+        Console(stderr=True).print("[yellow]note:[/] plan --model is now --queueing (a queueing model, not an AI model)")
+        queueing = queueing or queue_model
+    if queueing is not None:
+        queue_model = queueing
         _queueing(queue_model, rate, service_time, servers, target_wait, console)
         return
     from surgelab.plan.capacity import capacity_from_sweep, plan_capacity, waiting_at
@@ -196,19 +201,22 @@ def plan(
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
     if out is not None:
-        from surgelab.files import os_error_line
+        from surgelab.files import os_error_line, write_atomic
         from surgelab.plan.artefacts import write_artefacts
+        from surgelab.report.plan_view import PLAN_FILE, render_plan_html
 
         try:
-            write_artefacts(
+            paths = write_artefacts(
                 out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, force,
                 hpa_target, windows,
             )  # fmt: skip
+            page = render_plan_html(result.to_dict(), {p.name: p.read_text() for p in paths[1:]}, sweep_result.name if sweep_result else "")
+            write_atomic(out / PLAN_FILE, page)
         except ValueError as exc:
             raise fail(str(exc)) from None
         except OSError as exc:
             raise fail(f"plan not written: {os_error_line(exc, 'or give --out another directory', out)}") from None
-        console.print(f"wrote {out}/plan.json, hpa.yaml, adapter.yaml, alerts.yaml", highlight=False, soft_wrap=True)
+        console.print(f"wrote {out}/plan.json, hpa.yaml, adapter.yaml, alerts.yaml, {PLAN_FILE}", highlight=False, soft_wrap=True)
 
 
 def _queueing(
@@ -223,12 +231,12 @@ def _queueing(
     from surgelab.plan.render import print_mmc
 
     if name.lower() != "mmc":
-        raise fail(f"--model: only mmc (Erlang C) is known, got {name!r}")
+        raise fail(f"--queueing: only mmc (Erlang C) is known, got {name!r}")
     s = seconds_option(service_time, "--service-time")
     if rate is None or s is None:
-        raise fail("--model mmc needs --rate and --service-time")
+        raise fail("--queueing mmc needs --rate and --service-time")
     if (servers is None) == (target_wait is None):
-        raise fail("--model mmc needs exactly one of --servers or --target-wait")
+        raise fail("--queueing mmc needs exactly one of --servers or --target-wait")
     wait = seconds_option(target_wait, "--target-wait")
     try:
         result = servers_for_wait(rate, s, wait) if wait is not None else mmc(rate, s, servers or 0)

@@ -20,6 +20,7 @@ from surgelab.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_THRESHOLDS,
+    announce_end,
     fail,
     load_or_exit,
     start_dashboard,
@@ -246,7 +247,7 @@ def execute(
         return _compared(result, console, run_dir)
     from surgelab.report.outputs import finalize_run
 
-    finalize_run(result.run_dir, console)
+    announce_end(observers, result.summary, finalize_run(result.run_dir, console))
     if not quiet:
         print_summary(result.summary, console)
     console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)

@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.common import fail, load_or_exit, ratio_option, seconds_option, start_dashboard
+from surgelab.cli.common import (
+    announce_end,
+    fail,
+    load_or_exit,
+    ratio_option,
+    seconds_option,
+    start_dashboard,
+)
 
 
 def _levels(text: str | None) -> list[float] | None:
@@ -167,6 +174,7 @@ def sweep(
                     fleet=simulated,
                 )  # fmt: skip
             )
+            announce_end([board] if board is not None else [], _sweep_verdict(result))
         except (SweepError, RunDirError) as exc:
             raise fail(str(exc)) from None
         except KeyboardInterrupt:  # between levels; sweep.json already holds every finished level
@@ -178,6 +186,18 @@ def sweep(
     console.print(f"sweep directory: {out} (sweep.json, sweep.parquet, level-NN/)", highlight=False, soft_wrap=True)
     if result.stop_reason.startswith("interrupted"):
         raise typer.Exit(130)
+
+
+def _sweep_verdict(result: Any) -> dict[str, Any]:
+    """The sweep's end as the dashboard's verdict: every level valid, and the SLA capacity found or not."""
+    invalid = [r for r in result.levels if not r.valid]
+    cap = result.sla_capacity
+    said = (f"SLA capacity {cap['requests_per_s']:.4g} req/s at {cap['level']:g} {result.unit}" if cap
+            else f"no level met {', '.join(result.slo) or 'the error limit'}")  # fmt: skip
+    return {"validity": {"valid": not invalid,
+                         "reasons": [f"level {r.offered:g}: {'; '.join(r.validity_reasons)}" for r in invalid]},
+            "thresholds": [{"expr": said, "passed": cap is not None}], "thresholds_passed": cap is not None,
+            "stop_reason": result.stop_reason}  # fmt: skip
 
 
 def _each_level(row: Any, quiet: bool, say: Any, unit: str, board: Any) -> None:

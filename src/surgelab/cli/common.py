@@ -18,7 +18,7 @@ from surgelab.units import parse_duration, parse_ratio
 
 __all__ = [
     "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "parsed_option",
-    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "start_dashboard",
+    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "start_dashboard", "announce_end",
 ]  # fmt: skip
 
 EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -75,10 +75,30 @@ def start_dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
     from surgelab.dashboard import Dashboard, DashboardSettings  # heavy: aiohttp app and page, only with --dashboard
 
     scrape = tuple(str(source.url) for source in scenario.telemetry.sources)
-    board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape))
+    board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape,
+                                        bounds=dashboard_bounds(scenario)))  # fmt: skip
     try:
         url = board.start()
     except OSError as exc:
         raise fail(f"--dashboard-port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     Console().print(f"dashboard: {url}", highlight=False, soft_wrap=True)
     return board
+
+
+def dashboard_bounds(scenario: Scenario) -> tuple[tuple[str, float], ...]:
+    """What turns a dashboard card red: the validity bounds, and an ``error_rate <`` threshold."""
+    bounds: list[tuple[str, float]] = [("lag_p99_ms", scenario.validity.max_lag_p99 * 1000.0)]
+    if not scenario.validity.allow_drops:
+        bounds.append(("dropped", 0.0))
+    limits = [t.value for t in scenario.thresholds if t.metric == "error_rate" and t.op in ("<", "<=")]
+    if limits:
+        bounds.append(("error_rate", min(limits)))
+    return tuple(bounds)
+
+
+def announce_end(observers: Any, summary: dict[str, Any], report: Any = None) -> None:
+    """Hand the run's verdict to the observers that keep it on screen (the dashboard's ``finish``)."""
+    for observer in observers:
+        finish = getattr(observer, "finish", None)
+        if finish is not None:
+            finish(summary, None if report is None else str(report))

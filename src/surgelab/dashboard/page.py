@@ -22,11 +22,21 @@ _CSS = """
 .flow { stroke:#2563eb; stroke-width:3; stroke-dasharray:4 10; animation: flow 1s linear infinite; }
 @keyframes flow { to { stroke-dashoffset:-14; } }
 #status { font-size:12px; color:#cbd5e1; }
+.progress { background:#e2e8f0; border-radius:6px; height:14px; overflow:hidden; margin-top:10px; }
+.progress .bar { background:#2563eb; height:100%; width:0; transition: width .5s; }
+#progress-text { font-size:13px; color:#334155; margin-top:4px; }
+#verdict { display:none; border-radius:8px; padding:12px 16px; margin-top:12px; font-size:15px; font-weight:600; }
+#verdict.pass { display:block; background:#dcfce7; color:#14532d; border:1px solid #86efac; }
+#verdict.fail { display:block; background:#fee2e2; color:#7f1d1d; border:1px solid #fca5a5; }
+#verdict ul { margin:6px 0 0; font-weight:400; font-size:13px; }
+.card.bad { border-color:#fca5a5; background:#fef2f2; }
 </style>
 """
 
 _BODY = """
 <div id="status">connecting…</div>
+<div id="verdict"></div>
+<div class="progress"><div class="bar" id="progress-bar"></div></div><div id="progress-text">–</div>
 <h2>Pipeline</h2>
 <div class="pipeline"><svg viewBox="0 0 1100 190" id="pipeline">
 <defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
@@ -41,10 +51,11 @@ _BODY = """
 
 _JS = r"""
 (function () {
-  const state = { seq: 0, entries: [], polls: 0, errors: 0, last: null, finished: false, points: [] };
+  const state = { seq: 0, entries: [], polls: 0, errors: 0, last: null, finished: false, points: [], bounds: {}, verdict: null };
   window.SURGELAB_DASH = state;
   const token = new URLSearchParams(location.search).get("token");
-  const q = token ? "&token=" + encodeURIComponent(token) : "";
+  const client = Math.random().toString(36).slice(2, 10);  // this page: the server waits for each page to see the end
+  const q = (token ? "&token=" + encodeURIComponent(token) : "") + "&client=" + client;
   const svg = document.getElementById("pipeline");
   const NS = "http://www.w3.org/2000/svg";
   const nodes = [["arrivals", "Arrivals"], ["queue", "Client queue"], ["inflight", "In flight"], ["target", "Target"], ["responses", "Responses"]];
@@ -72,9 +83,28 @@ _JS = r"""
   const cardDefs = [["elapsed", "Elapsed", e => slFmt(e.elapsed_s, 1) + " s"], ["target", "Target now", e => e.target],
     ["scheduled", "Scheduled", e => e.scheduled], ["ok", "OK", e => e.ok], ["failed", "Failed", e => e.failed],
     ["dropped", "Dropped", e => e.dropped], ["cancelled", "Cancelled", e => e.cancelled],
-    ["error_rate", "Error rate", e => slFmt(100 * e.error_rate, 2) + " %"], ["ttft", "TTFT p50 / p99", e => ms(e.ttft_p50_ms) + " / " + ms(e.ttft_p99_ms)],
-    ["e2e", "E2E p50 / p99", e => ms(e.e2e_p50_ms) + " / " + ms(e.e2e_p99_ms)], ["lag", "Schedule lag p99", e => ms(e.lag_p99_ms)]];
-  cardDefs.forEach(([id, label]) => { const c = slEl("div", { className: "card", id: "count-" + id }, '<div class="label">' + label + '</div><div class="value">–</div>'); counters.appendChild(c); });
+    ["error_rate", "Error rate", e => slFmt(100 * e.error_rate, 2) + " %"], ["ttft", "TTFT p50 / p99 (whole run)", e => ms(e.ttft_p50_ms) + " / " + ms(e.ttft_p99_ms)],
+    ["e2e", "E2E p50 / p99 (whole run)", e => ms(e.e2e_p50_ms) + " / " + ms(e.e2e_p99_ms)], ["lag", "Schedule lag p99", e => ms(e.lag_p99_ms)]];
+  cardDefs.forEach(([id, label]) => { const c = slEl("div", { className: "card", id: "count-" + id }, '<div class="label">' + label + '</div><div class="value">–</div><div class="n"></div>'); counters.appendChild(c); });
+  // a card turns red when its bound (the run's validity or thresholds) is crossed
+  const crossed = { lag: e => ["lag_p99_ms", e.lag_p99_ms], dropped: e => ["dropped", e.dropped], error_rate: e => ["error_rate", e.error_rate] };
+  function markBounds(e) {
+    Object.keys(crossed).forEach(id => {
+      const [key, v] = crossed[id](e), bound = state.bounds[key], card = document.getElementById("count-" + id);
+      if (bound === undefined || bound === null) return;
+      const bad = v !== null && v !== undefined && v > bound;
+      card.classList.toggle("bad", bad);
+      card.querySelector(".n").textContent = "bound " + (key === "error_rate" ? slFmt(100 * bound, 2) + " %" : key === "dropped" ? "0 (drops not allowed)" : slFmt(bound) + " ms") + (bad ? " — crossed" : "");
+    });
+  }
+  function showVerdict(v) {
+    const box = document.getElementById("verdict");
+    const ok = v.valid && v.thresholds_passed;
+    box.className = ok ? "pass" : "fail";
+    const thr = v.thresholds.length ? (v.thresholds_passed ? "thresholds pass" : "thresholds FAIL") : "no thresholds set";
+    box.innerHTML = "Run finished (" + v.stop_reason + "): " + (v.valid ? "valid" : "INVALID") + " · " + thr
+      + "<ul>" + v.reasons.map(r => "<li>invalid: " + r + "</li>").join("") + v.thresholds.map(t => "<li>" + (t.passed ? "✓ " : "✗ ") + t.expr + "</li>").join("") + "</ul>";
+  }
 
   function render() {
     const e = state.last; if (!e) return;
@@ -90,25 +120,34 @@ _JS = r"""
     setText("edge-0", rate(e.arrival_rate)); setText("edge-1", rate(e.send_rate)); setText("edge-2", e.in_flight + " open"); setText("edge-3", rate(e.completion_rate));
     for (let i = 0; i < 4; i++) { const f = document.getElementById("flow-" + i); if (f) f.style.opacity = state.finished ? 0 : 1; }
     cardDefs.forEach(([id, label, fn]) => { counters.querySelector("#count-" + id + " .value").textContent = fn(e); });
+    markBounds(e);
+    const share = e.duration_s > 0 ? Math.min(1, e.elapsed_s / e.duration_s) : 0;
+    document.getElementById("progress-bar").style.width = (state.finished ? 100 : 100 * share).toFixed(1) + "%";
+    document.getElementById("progress-text").textContent = state.finished ? "finished after " + slFmt(e.elapsed_s, 1) + " s"
+      : slFmt(e.elapsed_s, 0) + " s of " + slFmt(e.duration_s, 0) + " s · " + slFmt(Math.max(0, e.duration_s - e.elapsed_s), 0) + " s remaining (" + slFmt(100 * share, 0) + " %)";
     const H = state.entries, t = H.map(x => x.elapsed_s);
     const curves = document.getElementById("curves");
-    const tgt = H.map(x => { const m = /^([0-9.]+)\s*req\/s$/.exec(x.target || ""); return m ? parseFloat(m[1]) : null; });
+    // like for like: the target is averaged over the same trailing window as the achieved rates
+    const tgt = H.map(x => x.target_rate === undefined ? null : x.target_rate);
     const thr = [slLine("arrivals/s", t, H.map(x => x.arrival_rate)), slLine("sent/s", t, H.map(x => x.send_rate)), slLine("completed/s", t, H.map(x => x.completion_rate), { line: { width: 3 } })];
     if (tgt.some(v => v !== null)) thr.unshift(slLine("target req/s", t, tgt, { line: { dash: "dash", color: "#111" } }));
-    slChart(curves, "live-throughput", "Rates per second (5 s trailing mean)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
-    slChart(curves, "live-latency", "Latency so far (ms)", [slLine("TTFT p50", t, H.map(x => x.ttft_p50_ms)), slLine("TTFT p99", t, H.map(x => x.ttft_p99_ms)),
-      slLine("E2E p50", t, H.map(x => x.e2e_p50_ms)), slLine("E2E p99", t, H.map(x => x.e2e_p99_ms))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-throughput", "Rates per second (all 5 s trailing means, target too)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "per second" }, rangemode: "tozero" } });
+    const recent = H.some(x => x.recent_n !== undefined);  // per-request latencies reach the dashboard (not with --workers)
+    const L = recent ? [["TTFT p50", "recent_ttft_p50_ms"], ["TTFT p99", "recent_ttft_p99_ms"], ["E2E p50", "recent_e2e_p50_ms"], ["E2E p99", "recent_e2e_p99_ms"]]
+      : [["TTFT p50", "ttft_p50_ms"], ["TTFT p99", "ttft_p99_ms"], ["E2E p50", "e2e_p50_ms"], ["E2E p99", "e2e_p99_ms"]];
+    slChart(curves, "live-latency", recent ? "Latency of the last 5 s (ms)" : "Latency so far, whole run (ms)", L.map(([n, k]) => slLine(n, t, H.map(x => x[k]),
+      recent ? { text: H.map(x => "n = " + x.recent_n) } : {})), { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } });
     const flight = [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))];
     if (H.some(x => x.gauges && x.gauges.running !== undefined)) {
       flight.push(slLine("target running", t, H.map(x => x.gauges ? x.gauges.running : null), { line: { dash: "dot" } }),
                   slLine("target waiting", t, H.map(x => x.gauges ? x.gauges.waiting : null), { line: { dash: "dot" } }));
     }
-    slChart(curves, "live-inflight", "In flight, client queue and the target's own counts", flight, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
-    slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { rangemode: "tozero" } });
+    slChart(curves, "live-inflight", "In flight, client queue and the target's own counts", flight, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
+    slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
     if (state.points.length) {
       const p = state.points;
       slChart(document.getElementById("sweep"), "live-sweep", "Sweep: throughput against latency", [slLine("TTFT p99", p.map(r => r.throughput), p.map(r => r.ttft_p99_ms), { mode: "lines+markers" }),
-        slLine("E2E p99", p.map(r => r.throughput), p.map(r => r.e2e_p99_ms), { mode: "lines+markers" })], { xaxis: { title: { text: "throughput (req/s)" } }, hovermode: "closest" });
+        slLine("E2E p99", p.map(r => r.throughput), p.map(r => r.e2e_p99_ms), { mode: "lines+markers" })], { xaxis: { title: { text: "throughput (req/s)" } }, yaxis: { title: { text: "P99 latency (ms)" } }, hovermode: "closest" });
     }
   }
   async function poll() {
@@ -119,14 +158,16 @@ _JS = r"""
       state.polls += 1;
       if (d.seq < state.seq) { state.entries = []; }  // a new run behind the same address: start over
       state.entries = state.entries.concat(d.history);
-      state.seq = d.seq; state.points = d.points || []; state.finished = d.finished;
+      state.seq = d.seq; state.points = d.points || []; state.finished = d.finished; state.bounds = d.bounds || {};
       if (d.history.length) state.last = d.history[d.history.length - 1];
+      if (d.verdict) { state.verdict = d.verdict; showVerdict(d.verdict); }
       document.getElementById("status").textContent = (d.finished ? "run finished" : "live") + " · " + state.entries.length + " samples";
       render();
     } catch (err) {
       state.errors += 1;
       document.getElementById("status").textContent = (state.finished ? "run finished · " : "") + "disconnected, retrying… (" + err.message + ")";
     }
+    if (state.verdict) { document.getElementById("status").textContent = "run finished · the dashboard server has stopped; the page keeps the run as it ended"; return; }
     setTimeout(poll, 1000);
   }
   document.querySelector("header .sub").appendChild(document.getElementById("status"));

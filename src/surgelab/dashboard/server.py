@@ -2,11 +2,19 @@
 
 It only ever *reads* what the runner already computes: each ``LiveSnapshot`` the runner hands
 its observers (twice a second) becomes a small dict appended to a bounded history — that is
-all the run's event loop ever does for it. The HTTP server runs on a separate event loop in a
-daemon thread, so a slow or greedy browser cannot delay a scheduled send. Browsers poll
-``/api/state?since=SEQ`` and receive every entry after ``SEQ`` — the whole history on first
-load, so a late or reconnecting browser sees the run since its start. It binds 127.0.0.1 by
-default, takes an optional access token, and stops with the run (``stop``).
+all the run's event loop ever does for it, besides noting each finished request's end, TTFT and
+E2E (three floats) so that the page shows the latency of the *last few seconds*, not of the
+whole run so far. The HTTP server runs on a separate event loop in a daemon thread, so a slow
+or greedy browser cannot delay a scheduled send. Browsers poll ``/api/state?since=SEQ`` and
+receive every entry after ``SEQ`` — the whole history on first load, so a late or reconnecting
+browser sees the run since its start. It binds 127.0.0.1 by default, takes an optional access
+token, and stops with the run (``stop``): when ``finish`` has given it the run's verdict, it
+keeps serving until every page that was watching has fetched that verdict (at most
+``DashboardSettings.linger_s``), so each page keeps it on screen.
+
+Rates are like for like: the target, arrival, send and completion rates are all means over
+the same trailing window of whole seconds (``RATE_WINDOW_S``), so a spike in the target does
+not make the client look over or under target while the trailing rates catch up.
 """
 
 from __future__ import annotations
@@ -17,11 +25,13 @@ import contextlib
 import hmac
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 from aiohttp import web
 
@@ -34,8 +44,11 @@ from surgelab.metrics.store import RecordMeta
 from surgelab.report.assets import plotly_js_path
 
 __all__ = ["DashboardSettings", "Dashboard"]
-RATE_WINDOW_S = 5.0
+RATE_WINDOW_S = 5  # whole seconds, as the runner's send and completion rates (metrics.live)
 MAX_HISTORY = 7200  # entries; when full, older entries are thinned to every other one
+_RECENT_KEEP = 50_000  # finished requests kept for the recent-window latency
+FAVICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           b'fill="#0f172a"/><path d="M2 12 L6 7 L9 10 L14 3" stroke="#38bdf8" stroke-width="2" fill="none"/></svg>')  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,8 @@ class DashboardSettings:
     token: str | None = None
     title: str = "surgelab run"
     scrape: tuple[str, ...] = ()  # the target's Prometheus endpoints: running/waiting/KV gauges in the pipeline
+    bounds: tuple[tuple[str, float], ...] = ()  # card → the bound that turns it red (lag_p99_ms, dropped, error_rate)
+    linger_s: float = 5.0  # after the run: keep serving until a watching page has the verdict, at most this long
 
 
 class Dashboard:
@@ -57,7 +72,14 @@ class Dashboard:
         self.points: list[dict[str, Any]] = []  # sweep levels: a growing throughput–latency curve
         self.gauges: dict[str, float] = {}  # target telemetry (waiting, running, KV usage) when scraped
         self.finished = False
+        self.verdict: dict[str, Any] | None = None  # the run's end: validity, thresholds, stop reason
+        self.verdict_seen = threading.Event()  # every page watching has fetched the state with the verdict in it
+        self._pollers: dict[str, float] = {}  # page id (?client=) → when it last polled (monotonic)
+        self._told: set[str] = set()  # pages that have the verdict
         self.requests_served = 0
+        self._recent: deque[tuple[float, float, float]] = deque(maxlen=_RECENT_KEEP)  # (end s, TTFT ms, E2E ms)
+        self._observed = False
+        self._target_seen: deque[tuple[float, float]] = deque()  # (elapsed s, planned level) for the trailing mean
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -69,17 +91,63 @@ class Dashboard:
     # ---------------------------------------------------------------- fed by the run
 
     def observe(self, meta: RecordMeta, out: Outcome) -> None:
-        """Per request: nothing (the snapshot already counts everything shown)."""
+        """Per finished success: its end, TTFT and E2E, for the latency of the last few seconds."""
+        self._observed = True  # requests reach the dashboard (not with --workers: they stay in the workers)
+        if out.end_ns is not None and not meta.warmup and out.state.value == "ok":
+            ttft = (out.first_token_ns - meta.intended_ns) / 1e6 if out.first_token_ns is not None else math.nan
+            self._recent.append((out.end_ns / 1e9, ttft, (out.end_ns - meta.intended_ns) / 1e6))
+
+    def _recent_latency(self, now_s: float) -> dict[str, float | int | None]:
+        """TTFT and E2E P50/P99 of the successes that ended in the trailing window (with their count)."""
+        lo, _ = self._window(now_s)
+        recent = self._recent
+        while recent and recent[0][0] < lo:  # only the window is kept: each update costs its requests, no more
+            recent.popleft()
+        out: dict[str, float | int | None] = {"recent_n": len(recent)}  # the current partial second counts too
+        data = np.array(recent, dtype=float).reshape(-1, 3)
+        for col, name in ((1, "ttft"), (2, "e2e")):
+            values = data[:, col][np.isfinite(data[:, col])]
+            for q in (50, 99):
+                out[f"recent_{name}_p{q}_ms"] = round(float(np.percentile(values, q)), 3) if values.size else None
+        return out
+
+    @staticmethod
+    def _window(now_s: float) -> tuple[float, float]:
+        """The runner's rate window: the last ``RATE_WINDOW_S`` whole seconds before the current one."""
+        current = int(now_s)
+        return float(current - min(RATE_WINDOW_S, current)), float(current)
+
+    def _trailing_target(self, s: LiveSnapshot) -> float | None:
+        """The planned level (req/s) averaged over the same window as the achieved rates."""
+        level = _level(s.target)
+        if level is None:
+            return None
+        self._target_seen.append((s.elapsed_s, level))
+        lo, hi = self._window(s.elapsed_s)
+        while self._target_seen and self._target_seen[0][0] < lo - 1.0:
+            self._target_seen.popleft()
+        inside = [v for t, v in self._target_seen if lo <= t < hi]
+        return sum(inside) / len(inside) if inside else level
+
+    def _arrival_rate(self, s: LiveSnapshot) -> float:
+        """Scheduled arrivals per second over the same window (from the snapshots' counts)."""
+        self._arrivals.append((s.elapsed_s, s.scheduled))
+        lo, hi = self._window(s.elapsed_s)
+        while len(self._arrivals) > 2 and self._arrivals[1][0] <= lo:
+            self._arrivals.popleft()
+        before = [n for t, n in self._arrivals if t <= lo]
+        upto = [n for t, n in self._arrivals if t <= hi]
+        if hi <= lo or not upto:
+            return 0.0
+        return (upto[-1] - (before[-1] if before else 0)) / (hi - lo)
 
     def update(self, s: LiveSnapshot) -> None:
         """Record one snapshot (called on the run's event loop; cheap)."""
-        # arrivals over the same trailing window as the runner's send and completion rates
-        self._arrivals.append((s.elapsed_s, s.scheduled))
-        while len(self._arrivals) > 2 and s.elapsed_s - self._arrivals[1][0] >= RATE_WINDOW_S:
-            self._arrivals.popleft()
-        t0, n0 = self._arrivals[0]
-        arrival_rate = (s.scheduled - n0) / (s.elapsed_s - t0) if s.elapsed_s > t0 else 0.0
+        arrival_rate = self._arrival_rate(s)
         entry = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(s).items()}
+        entry["target_rate"] = self._trailing_target(s)
+        if self._observed:  # else the page draws the whole run's latency, and says so
+            entry.update(self._recent_latency(s.elapsed_s))
         sent_done = s.ok + s.failed + s.cancelled
         entry["queue"] = max(s.scheduled - s.dropped - s.in_flight - sent_done, 0)
         entry["arrival_rate"] = arrival_rate
@@ -104,6 +172,21 @@ class Dashboard:
         self.add_point({"offered": row.offered, "throughput": row.requests_per_s,
                         "ttft_p99_ms": row.latency("ttft", "p99"), "e2e_p99_ms": row.latency("e2e", "p99")})  # fmt: skip
 
+    def finish(self, summary: dict[str, Any], report: str | None = None) -> None:
+        """The run's verdict (from its ``summary.json``), kept on the page after the run."""
+        validity = summary.get("validity") or {}
+        thresholds = summary.get("thresholds") or []
+        self.verdict = {
+            "valid": bool(validity.get("valid", True)),
+            "reasons": list(validity.get("reasons", [])),
+            "thresholds": [{"expr": t["expr"], "passed": t["passed"]} for t in thresholds],
+            "thresholds_passed": bool(summary.get("thresholds_passed", True)),
+            "stop_reason": summary.get("stop_reason", ""),
+            "requests": (summary.get("requests") or {}).get("measured"),
+            "report": report,
+        }
+        self.finished = True
+
     def set_gauges(self, gauges: dict[str, float]) -> None:
         """The target's latest gauges (``running``, ``waiting``, ``kv_usage`` as a fraction)."""
         self.gauges = {**self.gauges, **gauges}
@@ -119,7 +202,7 @@ class Dashboard:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
-        if request.path != "/plotly.min.js" and not self._authorised(request):  # the library holds no data
+        if request.path not in ("/plotly.min.js", "/favicon.ico") and not self._authorised(request):  # no data in those
             return web.Response(status=403, text="forbidden: this dashboard needs ?token=...")
         self.requests_served += 1
         return await handler(request)
@@ -128,9 +211,17 @@ class Dashboard:
         return web.Response(body=self._page, content_type="text/html")
 
     async def _plotly(self, request: web.Request) -> web.StreamResponse:
-        # sendfile: the 4.8 MB library goes from disk to socket without holding the GIL
+        # sendfile: the 1.2 MB library goes from disk to socket without holding the GIL
         return web.FileResponse(plotly_js_path(), headers={"Cache-Control": "max-age=3600",
                                                            "Content-Type": "application/javascript"})  # fmt: skip
+
+    def _watching(self, within_s: float = 3.0) -> set[str]:
+        """The pages that polled in the last few seconds (a closed tab stops counting)."""
+        now = time.monotonic()
+        return {c for c, t in self._pollers.items() if now - t <= within_s}
+
+    async def _favicon(self, request: web.Request) -> web.Response:
+        return web.Response(body=FAVICON, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     async def _state(self, request: web.Request) -> web.Response:
         try:
@@ -139,7 +230,14 @@ class Dashboard:
             since = 0
         new = self.history[bisect.bisect_right(self.history, since, key=lambda e: e["seq"]) :]
         body = {"seq": self.seq, "finished": self.finished, "title": self.settings.title, "history": new,
-                "points": self.points, "gauges": self.gauges}  # fmt: skip
+                "points": self.points, "gauges": self.gauges, "verdict": self.verdict,
+                "bounds": dict(self.settings.bounds)}  # fmt: skip
+        client = request.query.get("client", "")
+        self._pollers[client] = time.monotonic()
+        if self.verdict is not None:
+            self._told.add(client)
+            if self._watching() <= self._told:
+                self.verdict_seen.set()
         return web.Response(body=orjson.dumps(body), content_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
@@ -147,6 +245,7 @@ class Dashboard:
         app.router.add_get("/", self._index)
         app.router.add_get("/plotly.min.js", self._plotly)
         app.router.add_get("/api/state", self._state)
+        app.router.add_get("/favicon.ico", self._favicon)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         try:
             await self._runner.setup()
@@ -189,11 +288,21 @@ class Dashboard:
         return self.url
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Mark the run finished, close the server and join its thread (bounded)."""
+        """Mark the run finished, close the server and join its thread (bounded).
+
+        With a verdict and a page that was watching, first wait (at most ``linger_s``) until the
+        page has fetched the verdict, so it stays on screen instead of "disconnected".
+        """
         self.finished = True
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
+        if self.verdict is not None and self._watching():
+            deadline = time.monotonic() + self.settings.linger_s
+            while not self.verdict_seen.is_set() and time.monotonic() < deadline:
+                if self._watching() <= self._told:
+                    break
+                self.verdict_seen.wait(0.1)
 
         async def close() -> None:
             if self._poller is not None:
@@ -208,3 +317,14 @@ class Dashboard:
             asyncio.run_coroutine_threadsafe(close(), loop)
         thread.join(timeout)
         self._loop = self._thread = None
+
+
+def _level(target: str) -> float | None:
+    """``"12.5 req/s"`` → 12.5; None for a closed loop's users or anything else."""
+    number, _, unit = target.partition(" ")
+    if unit.strip() != "req/s":
+        return None
+    try:
+        return float(number)
+    except ValueError:
+        return None

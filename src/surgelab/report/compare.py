@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from surgelab.analysis.window import window_of
 from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
@@ -176,6 +177,7 @@ class CompareData:
     version: int = REPORT_VERSION
     kind: str = "compare"
     notes: list[str] = field(default_factory=list)
+    settings: list[dict[str, Any]] = field(default_factory=list)  # scenario fields that differ: {"key", "values"}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,16 +224,50 @@ def _separated(a: np.ndarray, b: np.ndarray, q: float) -> bool:
     return b_q < a_m or a_q < b_m
 
 
-def _verdict(metric: _Metric, base: float, diff: float, lo: float, hi: float, min_effect: float, floor: float) -> str:
+def _judged(
+    metric: _Metric, base: float, diff: float, lo: float, hi: float, min_effect: float, floor: float
+) -> tuple[str, str]:
+    """The verdict and, for "not significant", the reason in a few words."""
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(diff)):
-        return "not significant"
-    if lo <= 0 <= hi or (metric.from_intended and abs(diff) < floor):
-        return "not significant"
+        return "not significant", "no data"
+    if lo <= 0 <= hi:
+        return "not significant", "the 95% interval includes 0"
+    if metric.from_intended and abs(diff) < floor:
+        return "not significant", f"|Δ| below the client's timing resolution ({floor:.3g} ms lag P99)"
     scale = abs(base) if np.isfinite(base) and base != 0 else 0.0
     if scale and abs(diff) < min_effect * scale:
-        return "not significant"
+        return "not significant", f"|Δ| below {min_effect:.0%} of the baseline"
     improved = diff < 0 if metric.better == "lower" else diff > 0
-    return "better" if improved else "worse"
+    return ("better" if improved else "worse"), ""
+
+
+_NOT_SETTINGS = ("name", "output.", "seed", "prompt_salt", "description")  # differ between any two runs without changing what was measured
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def settings_diff(run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    """The resolved scenario fields whose values differ between the runs (the rate, the target, …)."""
+    flats = []
+    for path in run_dirs:
+        try:
+            flats.append(_flat(yaml.safe_load((path / "scenario.yaml").read_text()) or {}))
+        except (OSError, yaml.YAMLError):
+            flats.append({})
+    keys = sorted({k for f in flats for k in f if not k.startswith(_NOT_SETTINGS)})
+    rows = []
+    for key in keys:
+        values = [f.get(key) for f in flats]
+        if any(v != values[0] for v in values[1:]):
+            rows.append({"key": key, "values": [None if v is None else str(v) for v in values]})
+    return rows
 
 
 def _labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -274,9 +310,11 @@ def compare_runs(
                         lo, hi = min(lo, 0.0), max(hi, 0.0)  # overlapping runs: no claim either way
             diff = value - values[0]
             rel = diff / values[0] if np.isfinite(values[0]) and values[0] else float("nan")
+            verdict, why = _judged(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor))
+            if sparse and why == "the 95% interval includes 0":
+                why = "sparse tail: the runs overlap (order-statistic interval)"
             diffs.append({"diff": _finite(diff), "rel": _finite(rel), "ci_low": _finite(lo), "ci_high": _finite(hi),
-                          "verdict": _verdict(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor)),
-                          "sparse_tail": sparse})  # fmt: skip
+                          "verdict": verdict, "reason": why, "sparse_tail": sparse})  # fmt: skip
         metrics.append(MetricComparison(metric.id, metric.label, metric.unit, metric.better, [_finite(v) for v in values], diffs))
     labels = _labels(paths)
     runs = [
@@ -298,4 +336,5 @@ def compare_runs(
         for label, r in zip(labels, reports)
         if (r.summary.get("rate_limits") or {}).get("quota_limited")
     ]  # a provider's quota, not its speed: its latencies are no verdict on it
-    return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors], notes=notes)
+    return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors],
+                       notes=notes, settings=settings_diff(paths))  # fmt: skip

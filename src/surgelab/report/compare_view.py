@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -22,28 +23,52 @@ def _num(value: float | None, unit: str = "") -> str:
     return f"{value:,.{digits}f}{(' ' + unit) if unit else ''}"
 
 
+_SHORT = {"the 95% interval includes 0": "CI∋0", "no data": "no data"}
+_NAMES = {"throughput": "req/s", "output_tokens": "output tok/s", "error_rate": "errors %"}
+
+
+def _why(reason: str) -> str:
+    """The reason for "not significant", in a word for the terminal's 80 columns (the page says it in full)."""
+    if reason.startswith("sparse tail"):
+        return "tail"
+    if reason.startswith("|Δ| below the client"):
+        return "<lag"
+    if reason.startswith("|Δ| below"):
+        return "<" + reason.split("below ", 1)[1].split(" ", 1)[0]
+    return _SHORT.get(reason, reason)
+
+
 def compare_table(data: CompareData) -> Group:
-    """Per candidate run: baseline and candidate side by side, the difference, its 95 % CI and the verdict."""
+    """Per candidate run: baseline and candidate side by side, the difference, its 95 % CI and the verdict.
+
+    Fits 80 columns: light borders, units in the metric's name, the relative difference as a
+    whole percentage, and "n.s." with its reason in a word (the reasons in full are in the page).
+    """
     base = data.runs[0]["label"]
     tables = []
     for k, run in enumerate(data.runs[1:]):
-        table = Table(title=f"{run['label']} against baseline {base}", title_justify="left")
-        for name in ("metric", base, run["label"], "Δ", "95% CI of Δ"):
-            table.add_column(name, justify="left" if name == "metric" else "right")
-        table.add_column("verdict")
+        table = Table(title=f"{run['label']} against baseline {base}", title_justify="left", box=box.SIMPLE_HEAD,
+                      pad_edge=False, padding=(0, 1))  # fmt: skip
+        table.add_column("metric", no_wrap=True)
+        for name in (base, run["label"], "Δ", "95% CI of Δ"):
+            table.add_column(name, justify="right", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
         for m in data.metrics:
             d = m.diffs[k]
-            rel = f" ({d['rel']:+.1%})" if d["rel"] is not None else ""
+            rel = f" ({d['rel']:+.0%})" if d["rel"] is not None else ""
             sign = "+" if d["diff"] is not None and d["diff"] >= 0 else ""
-            table.add_row(f"{m.label} ({m.unit})", _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
-                          f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]", Text(d["verdict"], style=_STYLE[d["verdict"]]))  # fmt: skip
+            verdict = d["verdict"] if d["verdict"] != "not significant" else "n.s. " + _why(d.get("reason", ""))
+            table.add_row(_NAMES.get(m.id, f"{m.label} {m.unit}"), _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
+                          f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]", Text(verdict, style=_STYLE[d["verdict"]]))  # fmt: skip
         tables.append(table)
     notes = [Text(n, style="red") for n in data.notes]
     method = Text(
-        f"bootstrap: {data.resamples} request resamples per run, seed {data.seed}; significant = 95% CI excludes 0 "
-        f"and |Δ| ≥ {data.min_effect:.0%} of baseline and, for TTFT and E2E, ≥ the client's lag P99 "
-        f"({', '.join(f'{r:g}' for r in data.resolution_ms)} ms); a percentile with < 20 values beyond it (P99 of "
-        "< 2,000 requests) uses order-statistic intervals and differs only when the runs barely overlap",
+        f"n.s. = not significant: CI∋0 its 95% CI includes 0, <5% smaller than the minimum effect, <lag smaller "
+        f"than the client's timing resolution, tail a sparse tail whose runs overlap. Method: bootstrap, {data.resamples} request resamples per run, seed {data.seed}; "
+        f"significant = 95% CI excludes 0 and |Δ| ≥ {data.min_effect:.0%} of baseline and, for TTFT and E2E, ≥ "
+        f"the client's lag P99 ({', '.join(f'{r:g}' for r in data.resolution_ms)} ms); a percentile with < 20 "
+        "values beyond it (P99 of < 2,000 requests) uses order-statistic intervals and differs only when the runs "
+        "barely overlap",
         style="dim",
     )
     return Group(*tables, *notes, method)
@@ -54,42 +79,71 @@ _COMPARE_JS = r"""
   const D = JSON.parse(document.getElementById("compare-data").textContent);
   window.SURGELAB_REPORT = D;
   const root = document.getElementById("report");
+  const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const section = (title, cls) => { root.appendChild(slEl("h2", {}, title)); const g = slEl("div", { className: cls || "grid2" }); root.appendChild(g); return g; };
-  section("Runs", "cards");
-  slTable(root.lastChild, ["run", "directory", "target", "model", "measured", "valid"],
-    D.runs.map((r, i) => [(i === 0 ? "baseline: " : "") + r.label, r.run_dir, r.target.url || "", r.target.model || "", r.measured, r.valid ? "yes" : '<span class="fail">NO</span>']));
-  section("Metrics (Δ against the baseline, 95% bootstrap CI)", "cards");
-  const head = ["metric"].concat(D.runs.map(r => r.label));
-  D.runs.slice(1).forEach(r => head.push("Δ " + r.label, "95% CI", "verdict"));
+  const pct = d => d.rel === null ? "" : " (" + (d.rel > 0 ? "+" : "") + slFmt(100 * d.rel, 0) + " %)";
+  // the answer first: per candidate, what got better, what got worse
+  const top = slEl("div", { id: "overall" }); root.appendChild(top);
+  D.runs.slice(1).forEach((r, k) => {
+    const better = D.metrics.filter(m => m.diffs[k].verdict === "better"), worse = D.metrics.filter(m => m.diffs[k].verdict === "worse");
+    const cls = worse.length && better.length ? "warn" : worse.length ? "fail" : better.length ? "pass" : "ns";
+    const list = ms => ms.map(m => m.label + pct(m.diffs[k])).join(", ");
+    const word = worse.length && better.length ? "mixed" : worse.length ? "WORSE" : better.length ? "BETTER" : "no significant difference";
+    top.appendChild(slEl("p", { className: "verdict " + cls }, "<b>" + esc(r.label) + " against " + esc(D.runs[0].label) + ": " + word + "</b>"
+      + (better.length ? " — better: " + esc(list(better)) : "") + (worse.length ? " — worse: " + esc(list(worse)) : "")
+      + " · " + (D.metrics.length - better.length - worse.length) + " of " + D.metrics.length + " metrics not significant"));
+  });
+  D.notes.forEach(n => top.appendChild(slEl("p", { className: "fail" }, esc(n))));
+  if (D.settings && D.settings.length) {
+    root.appendChild(slEl("h2", {}, "What differs between the runs (resolved scenarios)"));
+    const box = slEl("div"); root.appendChild(box);
+    slTable(box, ["setting"].concat(D.runs.map(r => esc(r.label))), D.settings.map(s => ["<code>" + esc(s.key) + "</code>"].concat(s.values.map(v => v === null ? "–" : esc(v))))).id = "settings-table";
+  }
+  root.appendChild(slEl("h2", {}, "Runs"));
+  const runs = slEl("div"); root.appendChild(runs);
+  slTable(runs, ["run", "directory", "target", "model", "measured", "valid"],
+    D.runs.map((r, i) => [(i === 0 ? "baseline: " : "") + esc(r.label), esc(r.run_dir), esc(r.target.url || ""), esc(r.target.model || ""), r.measured, r.valid ? "yes" : '<span class="fail">NO</span>']));
+  root.appendChild(slEl("h2", {}, "Metrics (Δ against the baseline, 95% bootstrap CI)"));
+  const wrap = slEl("div"); root.appendChild(wrap);
+  const head = ["metric"].concat(D.runs.map(r => esc(r.label)));
+  D.runs.slice(1).forEach(r => head.push("Δ " + esc(r.label), "95% CI", "verdict"));
   const cls = { "better": "pass", "worse": "fail", "not significant": "ns" };
-  const t = slTable(root.lastChild, head, D.metrics.map(m => {
+  const t = slTable(wrap, head, D.metrics.map(m => {
     const row = [m.label + " (" + m.unit + ")"].concat(m.values.map(v => slFmt(v)));
-    m.diffs.forEach(d => row.push((d.diff > 0 ? "+" : "") + slFmt(d.diff) + (d.rel !== null ? " (" + (d.rel > 0 ? "+" : "") + slFmt(100 * d.rel, 1) + " %)" : ""),
-      "[" + slFmt(d.ci_low) + ", " + slFmt(d.ci_high) + "]", '<span class="' + cls[d.verdict] + '">' + d.verdict + "</span>"));
+    m.diffs.forEach(d => row.push((d.diff > 0 ? "+" : "") + slFmt(d.diff) + pct(d),
+      "[" + slFmt(d.ci_low) + ", " + slFmt(d.ci_high) + "]",
+      '<span class="' + cls[d.verdict] + '">' + d.verdict + "</span>" + (d.reason ? '<div class="why">' + esc(d.reason) + "</div>" : "")));
     return row;
   }));
-  t.id = "metrics-table";
-  D.notes.forEach(n => root.appendChild(slEl("p", { className: "fail" }, n)));
-  root.appendChild(slEl("p", { className: "note" }, "Method: " + D.method));
+  t.id = "metrics-table"; t.className = "wide";
+  // the method, as prose: ``code``, **strong** and *emphasis* rendered, not printed as markup
+  const prose = esc(D.method).replace(/``([^`]+)``/g, "<code>$1</code>").replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>").replace(/\*([^*]+)\*/g, "<em>$1</em>");
+  root.appendChild(slEl("p", { className: "note", id: "method" }, "<b>Method.</b> " + prose));
   const labels = D.runs.map(r => r.label);
   const cdf = section("Distributions (overlaid CDFs)", "grid3");
   [["ttft_ms", "TTFT"], ["itl_ms", "Inter-token latency"], ["e2e_ms", "E2E"]].forEach(([k, name]) =>
     slChart(cdf, "chart-cmp-" + k, name + " CDF", labels.map(l => slLine(l, D.overlays.cdfs[l][k].x, D.overlays.cdfs[l][k].p)),
-      { xaxis: { title: { text: "ms" } }, yaxis: { title: { text: "fraction ≤ x" }, range: [0, 1] }, hovermode: "closest" }));
+      { xaxis: { title: { text: name + " (ms)" } }, yaxis: { title: { text: "fraction ≤ x" }, range: [0, 1] }, hovermode: "closest" }));
   const over = section("Over time (1 s windows)");
-  const TS = D.overlays.timeseries;
-  slChart(over, "chart-cmp-throughput", "Throughput (ok/s)", labels.map(l => slLine(l, TS[l].t, TS[l].throughput_per_s)), { xaxis: { title: { text: "time (s)" } } });
-  slChart(over, "chart-cmp-ttft", "TTFT p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].ttft_p99)), { xaxis: { title: { text: "time (s)" } } });
-  slChart(over, "chart-cmp-e2e", "E2E p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].e2e_p99)), { xaxis: { title: { text: "time (s)" } } });
+  const TS = D.overlays.timeseries, xt = { title: { text: "time (s)" } };
+  slChart(over, "chart-cmp-throughput", "Throughput (ok/s)", labels.map(l => slLine(l, TS[l].t, TS[l].throughput_per_s)), { xaxis: xt, yaxis: { title: { text: "requests per second" } } });
+  slChart(over, "chart-cmp-ttft", "TTFT p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].ttft_p99)), { xaxis: xt, yaxis: { title: { text: "TTFT p99 (ms)" } } });
+  slChart(over, "chart-cmp-e2e", "E2E p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].e2e_p99)), { xaxis: xt, yaxis: { title: { text: "E2E p99 (ms)" } } });
   slSettle();
 })();
 """
+
+_CSS = (
+    "<style>table.wide { width: 100%; } .why { font-size: 11px; color: var(--muted); font-weight: 400; }"
+    " p.verdict { font-size: 15px; padding: 8px 12px; border-radius: 6px; background: #fff; border: 1px solid var(--line); }"
+    " code { background: #f1f5f9; padding: 0 3px; border-radius: 3px; }</style>"
+)
 
 
 def render_compare_html(data: CompareData) -> str:
     labels = " vs ".join(r["label"] for r in data.runs)
     body = (
-        f'<script type="application/json" id="compare-data">{script_safe(data.to_json())}</script>'
+        _CSS + f'<script type="application/json" id="compare-data">{script_safe(data.to_json())}</script>'
         '<div id="report"></div>'
     )
     return page(f"surgelab compare — {labels}", f"baseline {data.runs[0]['label']} · report v{data.version}", body,

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from surgelab.analysis.columns import ColumnSource, seconds
+from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import SweepFileError, read_sweep
 from surgelab.units import parse_duration
 
@@ -58,16 +59,26 @@ def _sweep(run_dir: Path) -> dict[str, Any] | None:
         return None
     rows = result.sorted_levels()
     points = [
-        {"offered": r.offered, "throughput": r.requests_per_s, "ttft_p99_ms": r.latency("ttft", "p99"),
-         "e2e_p99_ms": r.latency("e2e", "p99"), "error_rate": r.error_rate, "stage": r.stage, "valid": r.valid}
+        {"offered": r.offered, "achieved": r.achieved_load, "throughput": r.requests_per_s, "goodput": r.goodput_per_s,
+         "measured": r.measured, "sparse": sparse_percentile(r.measured, 99),
+         "ttft_p50_ms": r.latency("ttft", "p50"), "ttft_p99_ms": r.latency("ttft", "p99"),
+         "e2e_p50_ms": r.latency("e2e", "p50"), "e2e_p99_ms": r.latency("e2e", "p99"),
+         "tpot_p50_ms": r.latency("tpot", "p50"), "tpot_p99_ms": r.latency("tpot", "p99"),
+         "error_rate": r.error_rate, "stage": r.stage, "valid": r.valid, "validity_reasons": r.validity_reasons,
+         "diagnosis": r.diagnosis}
         for r in rows
     ]  # fmt: skip
     knee = None
     if result.knee.get("level") is not None:
         at = next((r for r in rows if r.offered == result.knee["level"]), None)
-        knee = {"offered": result.knee["level"], "throughput": at.requests_per_s if at else None}
+        knee = {"offered": result.knee["level"], "throughput": at.requests_per_s if at else None,
+                "reason": result.knee.get("reason", ""), "sparse": bool(at and sparse_percentile(at.measured, 99))}  # fmt: skip
+    plan = result.sla_capacity
+    if plan is not None:
+        at = next((r for r in rows if r.index == plan.get("index")), None)
+        plan = {**plan, "measured": at.measured if at else None, "sparse": bool(at and sparse_percentile(at.measured, 99))}
     return {"name": result.name, "unit": result.unit, "points": points, "knee": knee, "slo_ms": _slo_ms(result.slo),
-            "plan": result.sla_capacity, "stop_reason": result.stop_reason}  # fmt: skip
+            "plan": plan, "stop_reason": result.stop_reason, "min_count_p99": min_count(99)}  # fmt: skip
 
 
 def _fleet(run_dir: Path) -> dict[str, Any] | None:

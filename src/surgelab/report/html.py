@@ -30,16 +30,19 @@ h2 { font-size: 16px; margin: 22px 0 8px; border-bottom: 1px solid var(--line); 
 .card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
 .card .label { color: var(--muted); font-size: 12px; } .card .value { font-size: 22px; font-weight: 600; }
 .card .unit { font-size: 12px; color: var(--muted); margin-left: 3px; }
-.card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); }
+.card .n { font-size: 11px; color: var(--muted); } .card.sparse { border-color: #f59e0b; background: #fffbeb; }
+.card.sparse .n { color: #b45309; font-weight: 600; }
+.card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); } .card.none .value { color: var(--muted); }
+.badge { display: inline-block; background: #f59e0b; color: #111827; border-radius: 4px; padding: 0 6px; font-weight: 700; margin-right: 6px; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
 .grid3 { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 12px; }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 8px; min-height: 340px; overflow: hidden; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 6px 0; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child { text-align: left; } #levels-table td:last-child { text-align: left; }
 .pass { color: var(--good); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
 .warn { color: #b45309; font-weight: 600; }
-.ns { color: var(--muted); } .note { color: var(--muted); font-size: 12px; }
+.ns { color: var(--muted); } tr.sparse td { color: #94a3b8; background: #f8fafc; } .note { color: var(--muted); font-size: 12px; }
 """
 
 CHART_JS = r"""
@@ -91,12 +94,13 @@ _REPORT_JS = r"""
   D.cards.forEach(c => {
     const e = slEl("div", { className: "card " + (c.status || ""), title: c.detail || "" });
     e.id = "card-" + c.id;
-    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>";
+    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>"
+      + (c.n !== undefined || c.note ? '<div class="n">' + [c.n !== undefined ? "n = " + c.n.toLocaleString() : "", c.note || ""].filter(x => x).join(" · ") + "</div>" : "");
     cards.appendChild(e);
   });
   const warm = T && T.warmup_end_s ? { shapes: [{ type: "rect", xref: "x", yref: "paper", x0: 0, x1: T.warmup_end_s, y0: 0, y1: 1,
     fillcolor: "#94a3b8", opacity: 0.15, line: { width: 0 } }] } : {};
-  const xs = { xaxis: { title: { text: "time (s)" } } };
+  const xs = { xaxis: { title: { text: "time (s)" }, zeroline: false } };
   const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
   if (D.kind === "run") {
   const thr = S.thresholds || [];
@@ -104,6 +108,12 @@ _REPORT_JS = r"""
     const box = slEl("div"); root.appendChild(box);
     slTable(box, ["threshold", "observed", "verdict"], thr.map(t => [t.expr, t.observed === null ? "no data" : t.metric.includes("(") ? slFmt(1000 * t.observed) + " ms" : slFmt(t.observed, 4),
       t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
+  }
+  if (D.slo) {
+    const share = D.slo.counted ? 100 * D.slo.misses / D.slo.counted : 0;
+    const p = slEl("p", { id: "slo-line", className: D.slo.misses ? "fail" : "pass" },
+      "SLO: " + D.slo.text + " — " + D.slo.misses.toLocaleString() + " of " + D.slo.counted.toLocaleString() + " measured requests missed it (" + slFmt(share, 1) + " %)");
+    root.appendChild(p);
   }
   if (!S.validity.valid) root.appendChild(slEl("p", { className: "fail" }, "Run INVALID: " + S.validity.reasons.join("; ")));
   (S.warnings || []).forEach(w => root.appendChild(slEl("p", { className: "warn" }, "Warning: " + w)));
@@ -120,8 +130,25 @@ _REPORT_JS = r"""
   slChart(load, "chart-inflight", "In flight against Little's Law (L = λW)", flight, lay("requests"));
 
   const lat = section("Latency over time (1 s windows, by completion)");
-  slChart(lat, "chart-ttft-time", "TTFT percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.ttft_ms[q], { connectgaps: false })), lay("ms"));
-  slChart(lat, "chart-e2e-time", "E2E percentiles", ["p50", "p90", "p99"].map(q => slLine(q, T.t, T.e2e_ms[q])), lay("ms"));
+  const sloLine = k => {  // the objective as a red dashed line across the chart
+    const v = D.slo && D.slo.ms[k];
+    if (v === undefined || v === null) return {};
+    return { shapes: (warm.shapes || []).concat([{ type: "line", xref: "paper", x0: 0, x1: 1, y0: v, y1: v, line: { dash: "dash", color: "#b91c1c" } }]),
+             annotations: [{ xref: "paper", x: 1, y: v, text: k.toUpperCase() + " SLO " + slFmt(v) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }] };
+  };
+  const pctTraces = P => {  // a window's percentile from too few requests is drawn grey, apart from the rest
+    const out = [], colors = { p50: SL_COLORS[0], p90: SL_COLORS[4], p99: SL_COLORS[1] };
+    ["p50", "p90", "p99"].forEach(q => {
+      const need = P.min_n[q], text = P.n.map(n => "n = " + n);
+      const firm = P[q].map((v, i) => P.n[i] >= need ? v : null);
+      if (firm.some(v => v !== null)) out.push(slLine(q, T.t, firm, { connectgaps: false, line: { color: colors[q] }, text: text }));
+      const thin = P[q].map((v, i) => P.n[i] < need ? v : null);
+      if (thin.some(v => v !== null)) out.push(slLine(q + " (sparse: n < " + need + ")", T.t, thin, { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 5, line: { color: colors[q], width: 1 } } }));
+    });
+    return out;
+  };
+  slChart(lat, "chart-ttft-time", "TTFT percentiles (grey: too few requests in the window)", pctTraces(T.ttft_ms), lay("TTFT (ms)", sloLine("ttft")));
+  slChart(lat, "chart-e2e-time", "E2E percentiles (grey: too few requests in the window)", pctTraces(T.e2e_ms), lay("E2E (ms)", sloLine("e2e")));
 
   const dist = section("Distributions (CDF, measured successes)", "grid3");
   [["cdf-ttft", "TTFT", D.cdfs.ttft_ms], ["cdf-itl", "Inter-token latency", D.cdfs.itl_ms], ["cdf-e2e", "E2E", D.cdfs.e2e_ms]].forEach(([id, name, c]) =>
@@ -132,20 +159,22 @@ _REPORT_JS = r"""
   const errTraces = states.length ? states.map(k => ({ name: k, x: T.t, y: T.errors[k], type: "bar" }))
     : [slLine("all failure states (none)", T.t, T.t.map(() => 0))];
   slChart(err, "chart-errors", "Requests ending in a failure state, per second", errTraces, lay("per second", { barmode: "stack" }));
+  if (T.slo_misses) slChart(err, "chart-slo", "Requests missing the SLO (failed or too slow), per second", [{ name: "missed the SLO", x: T.t, y: T.slo_misses, type: "bar", marker: { color: "#b91c1c" } }], lay("requests per second"));
   slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
 
   const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"], ["by_kind", "request kind"]];
   const bd = section("Breakdowns: per class, per tier, per phase, per kind", "grid3");
   groups.forEach(([key, label]) => {
     const g = D.breakdowns[key] || {}; const names = Object.keys(g);
-    if (!names.length) return;
+    if (names.length < 2) return;  // one group repeats the summary cards
     const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
     slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
-      { barmode: "group", hovermode: "closest" });
+      { barmode: "group", hovermode: "closest", xaxis: { title: { text: label } }, yaxis: { title: { text: "latency (ms)" } } });
   });
   const bdt = slEl("div"); root.appendChild(bdt);
   groups.forEach(([key, label]) => {
     const g = D.breakdowns[key] || {};
+    if (Object.keys(g).length < 2) return;
     slTable(bdt, [label, "measured", "req/s", "goodput/s", "error rate", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"],
       Object.keys(g).map(k => [k, g[k].measured, slFmt(g[k].throughput), slFmt(g[k].goodput), slFmt(100 * g[k].error_rate) + " %",
         slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));
@@ -154,31 +183,67 @@ _REPORT_JS = r"""
   }
   if (D.telemetry) {
     const tel = section("Server telemetry");
-    const names = Object.keys(D.telemetry.series);
-    slChart(tel, "chart-telemetry", "Server gauges (1 s means)", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n])), lay("value"));
-    slChart(tel, "chart-telemetry-overlay", "Server gauges against in flight", names.map(n => slLine(n, D.telemetry.t, D.telemetry.series[n], { yaxis: "y2" }))
-      .concat([slLine("client in flight", T.t, T.in_flight, { line: { width: 3, color: "#111" } })]),
-      lay("client in flight", { yaxis2: { overlaying: "y", side: "right", title: { text: "gauge" } } }));
+    const TL = D.telemetry, names = Object.keys(TL.series), label = n => (TL.labels || {})[n] || n;
+    const frac = new Set(TL.fractions || []), counts = names.filter(n => !frac.has(n)), fr = names.filter(n => frac.has(n));
+    const y2 = { overlaying: "y", side: "right", title: { text: "fraction (0–1)" }, range: [0, 1.05], showgrid: false };
+    const wide = { margin: { l: 60, r: 70, t: 40, b: 80 } };  // room for the right axis and its title
+    slChart(tel, "chart-telemetry", "Server gauges (1 s means)", counts.map(n => slLine(label(n), TL.t, TL.series[n]))
+      .concat(fr.map(n => slLine(label(n), TL.t, TL.series[n], { yaxis: "y2", line: { dash: "dot" } }))),
+      lay("count", Object.assign(fr.length ? { yaxis2: y2 } : {}, wide)));
+    slChart(tel, "chart-telemetry-overlay", "Server gauges against the client's in flight", [slLine("client in flight", T.t, T.in_flight, { line: { width: 3, color: "#111" } })]
+      .concat(counts.map(n => slLine(label(n), TL.t, TL.series[n])))
+      .concat(fr.map(n => slLine(label(n), TL.t, TL.series[n], { yaxis: "y2", line: { dash: "dot" } }))),
+      lay("requests", Object.assign(fr.length ? { yaxis2: y2 } : {}, wide)));
   }
   const X = D.extensions || {};
   if (X.sweep && X.sweep.points.length) {
+    const W = X.sweep, p = W.points, need = W.min_count_p99 || 500;
+    if (W.knee) root.appendChild(slEl("p", { id: "knee-reason", className: W.knee.sparse ? "warn" : "note" },
+      "Knee at offered " + slFmt(W.knee.offered) + " " + W.unit + " (" + slFmt(W.knee.throughput) + " req/s achieved): " + W.knee.reason
+      + (W.knee.sparse ? " — rests on a sparse tail: that level's P99 is of fewer than " + need + " requests" : "")));
     const sw = section("Sweep: throughput against latency");
-    const p = X.sweep.points;
-    const tr = [slLine("TTFT p99", p.map(r => r.throughput), p.map(r => r.ttft_p99_ms), { mode: "lines+markers" }),
-                slLine("E2E p99", p.map(r => r.throughput), p.map(r => r.e2e_p99_ms), { mode: "lines+markers" })];
+    const x = p.map(r => r.throughput), firm = (k, keep) => p.map(r => keep(r) ? r[k] : null);
+    const tr = [];
+    const metrics = [["ttft", "TTFT", SL_COLORS[0]], ["e2e", "E2E", SL_COLORS[1]], ["tpot", "TPOT", SL_COLORS[2]]];
+    const slo = W.slo_ms || {};
+    metrics.forEach(([k, name, color]) => {
+      if (!p.some(r => r[k + "_p99_ms"] !== null) || (k === "tpot" && slo.tpot === undefined)) return;
+      const text = p.map(r => "n = " + r.measured + (r.sparse ? " (sparse)" : ""));
+      if (p.some(r => !r.sparse)) tr.push(slLine(name + " p99", x, firm(k + "_p99_ms", r => !r.sparse), { mode: "lines+markers", line: { color: color }, text: text }));
+      if (p.some(r => r.sparse)) tr.push(slLine(name + " p99 (sparse: n < " + need + ")", x, firm(k + "_p99_ms", r => r.sparse),
+        { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 9, line: { color: color, width: 2 } } }));
+    });
     const shapes = [], ann = [];
-    const slo = X.sweep.slo_ms || {};
-    Object.keys(slo).forEach(k => { if (slo[k] !== null && slo[k] !== undefined) { shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }); ann.push({ xref: "paper", x: 1, y: slo[k], text: k + " SLO", showarrow: false, yanchor: "bottom", xanchor: "right" }); } });
-    if (X.sweep.knee && X.sweep.knee.throughput !== undefined) { shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: X.sweep.knee.throughput, x1: X.sweep.knee.throughput, line: { dash: "dot", color: "#111" } }); ann.push({ yref: "paper", y: 1, x: X.sweep.knee.throughput, text: "knee", showarrow: false }); }
-    slChart(sw, "chart-sweep", "Throughput–latency curve", tr, { xaxis: { title: { text: "throughput (req/s)" } }, yaxis: { title: { text: "ms" } }, shapes: shapes, annotations: ann, hovermode: "closest" });
-    slChart(sw, "chart-sweep-load", "Offered against achieved", [slLine("achieved", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" })], { xaxis: { title: { text: "offered" } }, yaxis: { title: { text: "req/s" } }, hovermode: "closest" });
-    if (X.sweep.plan) { const pb = slEl("div"); root.appendChild(pb); slTable(pb, ["capacity plan", "value"], Object.keys(X.sweep.plan).map(k => [k, JSON.stringify(X.sweep.plan[k])])); }
+    Object.keys(slo).forEach(k => { if (slo[k] !== null && slo[k] !== undefined) { shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }); ann.push({ xref: "paper", x: 1, y: slo[k], text: k.toUpperCase() + " SLO " + slFmt(slo[k]) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }); } });
+    if (W.knee && W.knee.throughput !== undefined && W.knee.throughput !== null) { shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: W.knee.throughput, x1: W.knee.throughput, line: { dash: "dot", color: "#111" } }); ann.push({ yref: "paper", y: 1, x: W.knee.throughput, text: "knee " + slFmt(W.knee.throughput) + " req/s", showarrow: false, yanchor: "bottom" }); }
+    slChart(sw, "chart-sweep", "Throughput–latency curve (P99 per level)", tr, { xaxis: { title: { text: "achieved throughput (req/s)" } }, yaxis: { title: { text: "P99 latency (ms)" }, rangemode: "tozero" }, shapes: shapes, annotations: ann, hovermode: "closest" });
+    const loadTr = [slLine("achieved", p.map(r => r.offered), p.map(r => W.unit === "req/s" ? r.achieved : r.throughput), { mode: "lines+markers" })];
+    if (W.unit === "req/s") loadTr.push(slLine("ideal (achieved = offered)", p.map(r => r.offered), p.map(r => r.offered), { line: { dash: "dash", color: "#94a3b8" } }),
+                                          slLine("throughput (ok/s)", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" }));
+    slChart(sw, "chart-sweep-load", "Offered against achieved", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: W.unit === "req/s" ? "req/s" : "throughput (req/s)" }, rangemode: "tozero" }, hovermode: "closest" });
+    const lv = slEl("div"); root.appendChild(slEl("h2", {}, "Levels")); root.appendChild(lv);
+    const pct = (r, k) => { const v = r[k]; return v === null ? "–" : (r.sparse && k.indexOf("p99") >= 0 ? '<span class="ns" title="P99 of fewer than ' + need + ' requests">' + slFmt(v) + "*</span>" : slFmt(v)); };
+    const lt = slTable(lv, ["offered (" + W.unit + ")", "achieved", "n", "req/s", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "errors", "validity", "diagnosis"],
+      p.map(r => [slFmt(r.offered) + (W.knee && r.offered === W.knee.offered ? " ◀ knee" : ""), slFmt(r.achieved), r.measured.toLocaleString(), slFmt(r.throughput),
+        pct(r, "ttft_p50_ms"), pct(r, "ttft_p99_ms"), pct(r, "e2e_p50_ms"), pct(r, "e2e_p99_ms"), slFmt(100 * r.error_rate, 1) + " %",
+        r.valid ? '<span class="pass">valid</span>' : '<span class="fail" title="' + r.validity_reasons.join("; ") + '">INVALID</span>', (r.diagnosis || []).join("; ")]));
+    lt.id = "levels-table";
+    lt.querySelectorAll("tr").forEach((row, i) => { if (i > 0 && p[i - 1].sparse) row.className = "sparse"; });
+    root.appendChild(slEl("p", { className: "note" }, "Latencies in ms. * and grey: the level's P99 rests on fewer than " + need + " requests (5 beyond it); it is left out of the latency knee."));
+    if (W.plan) {
+      const P = W.plan, pb = slEl("div"); root.appendChild(slEl("h2", {}, "SLA capacity")); root.appendChild(pb);
+      const rows = [["level", slFmt(P.level) + " " + W.unit], ["throughput", slFmt(P.requests_per_s) + " req/s"], ["output tokens", slFmt(P.output_tokens_per_s) + " tok/s"],
+        ["mean in flight", slFmt(P.mean_in_flight, 2)], ["error rate", slFmt(100 * P.error_rate, 2) + " % (limit " + slFmt(100 * P.max_error_rate, 1) + " %)"],
+        ["objectives met", (P.slo || []).join(", ") || "none"], ["requests at that level", P.measured === null ? "–" : P.measured.toLocaleString() + (P.sparse ? " — sparse tail: its P99 rests on fewer than " + need + " requests" : "")],
+        ["level valid", P.valid ? "yes" : "NO"]];
+      slTable(pb, ["SLA capacity", ""], rows).id = "capacity-table";
+    }
   }
   if (X.fleet && X.fleet.t) {
     const fl = section("Simulation: fleet timeline");
     const F = X.fleet;
-    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("count"));
-    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost"));
+    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("replicas / requests"));
+    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost per hour"));
   }
   if (X.rate_limits && X.rate_limits.t) {
     const rl = section("Provider rate limits (from its response headers)");
@@ -215,8 +280,12 @@ def page(
 def render_html(data: ReportData) -> str:
     s = data.summary
     target = s.get("target", {})
+    where = target.get("url", "")
+    if data.simulated:  # nothing was contacted: the fleet and the simulated span instead of a URL
+        fleet = data.run_info.get("fleet") or (s.get("fleet") or {}).get("name", "")
+        where = f"SIMULATED fleet {fleet} · {data.timeseries.get('span_s', 0):,.0f} s of simulated time"
     subtitle = (
-        f"{s.get('mode', '')} loop · {target.get('url', '')} · {target.get('model', '')} · started {s.get('started_at', '')}"
+        f"{s.get('mode', '')} loop · {where} · {target.get('model', '')} · started {s.get('started_at', '')}"
         f" · {s.get('stop_reason', '')} · report v{data.version}"
     )
     if data.kind != "run":
@@ -227,5 +296,5 @@ def render_html(data: ReportData) -> str:
         '<p class="note">Generated by surgelab from records.parquet and summary.json; latencies are measured from the '
         "intended send time. Shaded: warm-up (excluded from the summary).</p>"
     )
-    return page(f"surgelab report — {data.name}", subtitle, body, [_REPORT_JS])
-
+    title = f"surgelab report — {data.name}" + (" (simulated)" if data.simulated else "")
+    return page(title, subtitle, body, [_REPORT_JS])

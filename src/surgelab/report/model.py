@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.stats import min_count, sparse_percentile
+from surgelab.analysis.summary import meets_slo
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
 from surgelab.report.telemetry import telemetry_series
-from surgelab.scenario import load_scenario
+from surgelab.scenario import Scenario, load_scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -43,6 +45,8 @@ class ReportData:
     cdfs: dict[str, dict[str, list[float]]]
     breakdowns: dict[str, dict[str, dict[str, Any]]]
     telemetry: dict[str, Any] | None = None
+    slo: dict[str, Any] | None = None  # the objectives (ms) and how many measured requests missed them
+    simulated: bool = False  # a simulation: charted over simulated time, no target was contacted
     extensions: dict[str, Any] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
@@ -65,6 +69,7 @@ class RunColumns:
 
     state: Labels
     phase: Labels
+    tier: Labels
     warmup: np.ndarray
     intended: np.ndarray
     sent: np.ndarray
@@ -86,6 +91,9 @@ class RunColumns:
     def ok(self) -> np.ndarray:
         return self.state == "ok"
 
+    def mean_itl(self) -> np.ndarray:
+        return self.gaps.mean_per_request()
+
 
 def load_columns(run_dir: Path | str) -> RunColumns:
     """The columns of a run directory's records, read one at a time (not the whole table)."""
@@ -94,6 +102,7 @@ def load_columns(run_dir: Path | str) -> RunColumns:
     return RunColumns(
         state=labels(source, "state"),
         phase=labels(source, "phase"),
+        tier=labels(source, "tier"),
         warmup=source.numpy("warmup", plain).astype(bool),
         intended=source.numpy("intended_ns", seconds),
         sent=source.numpy("sent_ns", seconds),
@@ -142,7 +151,9 @@ def _percentiles_by_window(t: np.ndarray, values: np.ndarray, n: int, qs: tuple[
     idx = _window_index(t, n)
     keep = (idx >= 0) & np.isfinite(values)
     idx, values = idx[keep], values[keep]
-    out: dict[str, list] = {f"p{q}": [None] * n for q in qs}
+    out: dict[str, Any] = {f"p{q}": [None] * n for q in qs}
+    out["n"] = np.bincount(idx, minlength=n)[:n].tolist()  # the sample count beside every percentile
+    out["min_n"] = {f"p{q}": min_count(q) for q in qs}  # fewer: the window's percentile is drawn grey
     if idx.size == 0:
         return out
     order = np.argsort(idx, kind="stable")
@@ -177,11 +188,9 @@ def _mean_in_flight(sent: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.
     return np.diff(area) / np.diff(edges)
 
 
-def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
+def _target_series(scenario: Scenario | None, run_info: dict[str, Any], times: np.ndarray) -> dict[str, Any] | None:
     """The planned level over time from the resolved scenario; None when it cannot be read."""
-    try:
-        scenario = load_scenario(run_dir / "scenario.yaml")
-    except Exception:  # a report never fails because the scenario no longer loads
+    if scenario is None:
         return None
     starts = {p["name"]: (p["start_s"], p["end_s"]) for p in run_info.get("phases", [])}
     modes: set[str] = set()
@@ -196,16 +205,36 @@ def _target_series(run_dir: Path, run_info: dict[str, Any], times: np.ndarray) -
     return {"unit": unit, "level": _list(total, 3)}
 
 
-def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    """Every per-window series; each helper lets its temporaries go before the next starts."""
-    n = max(int(np.ceil(wall_s / WINDOW_S)), 1)
+def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float | None] | None:
+    """Measured requests per window (by end) that failed or missed their tier's SLO; None without an SLO.
+
+    The same count as the simulator's ``sla_violations`` and the complement of goodput:
+    cancelled requests count neither way.
+    """
+    if scenario is None or not _has_slo(scenario):
+        return None
+    counted = c.measured & (c.state != "cancelled")
+    good = meets_slo(c, c.ok() & counted, scenario)  # type: ignore[arg-type]  # the columns it reads
+    when = np.where(np.isfinite(c.end), c.end, c.intended)
+    return _list(_counts(np.where(counted & ~good, when, np.nan), n), 0)
+
+
+def _has_slo(scenario: Scenario) -> bool:
+    slos = [scenario.slo, *(scenario.slo_of(t) for t in scenario.tiers)]
+    return any(getattr(slo, k) is not None for slo in slos for k in ("ttft", "itl", "tpot", "e2e"))
+
+
+def _timeseries(c: RunColumns, scenario: Scenario | None, run_info: dict[str, Any], span_s: float) -> dict[str, Any]:
+    """Every per-window series over ``span_s`` seconds; each helper lets its temporaries go before the next starts."""
+    n = max(int(np.ceil(span_s / WINDOW_S)), 1)
     edges = np.arange(n + 1) * WINDOW_S
     ended_ok = np.where(c.ok(), c.end, np.nan)
     lag_windows, lag_cdf = _lag(c, n)
     return {
         "window_s": WINDOW_S,
+        "span_s": round(span_s, 3),
         "t": _list(edges[:-1] + WINDOW_S / 2, 2),
-        "target": _target_series(run_dir, run_info, edges[:-1] + WINDOW_S / 2),
+        "target": _target_series(scenario, run_info, edges[:-1] + WINDOW_S / 2),
         "arrivals_per_s": _list(_counts(c.intended, n) / WINDOW_S, 2),
         "sends_per_s": _list(_counts(c.sent, n) / WINDOW_S, 2),
         "throughput_per_s": _list(_counts(ended_ok, n) / WINDOW_S, 2),
@@ -213,6 +242,7 @@ def _timeseries(c: RunColumns, run_dir: Path, run_info: dict[str, Any], wall_s: 
         "ttft_ms": _percentiles_by_window(ended_ok, c.ttft(), n, (50, 90, 99)),
         "e2e_ms": _percentiles_by_window(ended_ok, c.e2e(), n, (50, 90, 99)),
         "errors": _errors(c, n),
+        "slo_misses": _slo_misses(c, scenario, n),
         "lag_ms": lag_windows,
         "in_flight": _list(_mean_in_flight(c.sent, c.end, edges), 3),
         "littles_law": _list(_service_sum(c, n) / WINDOW_S, 3),
@@ -251,6 +281,17 @@ def _lag(c: RunColumns, n: int) -> tuple[dict[str, list], dict[str, list[float]]
 # ---------------------------------------------------------------------------------- pieces
 
 
+def _pct_card(id_: str, label: str, block: dict[str, Any], q: int) -> dict[str, Any]:
+    """A percentile card with its sample count; amber, with the reason, when the tail is too thin to read."""
+    count = block.get("count") or 0
+    card = {"id": id_, "label": label, "value": block.get(f"p{q}"), "unit": "ms", "n": count}
+    if count and sparse_percentile(count, q):
+        card["status"] = "sparse"
+        card["note"] = f"too few for a P{q}"
+        card["detail"] = f"P{q} of {count:,} requests rests on {count * (100 - q) / 100:.1f} values beyond it (needs {min_count(q):,} requests)"
+    return card
+
+
 def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
     lat, req, thr = summary["latency_ms"], summary["requests"], summary["throughput"]
     thresholds = summary.get("thresholds", [])
@@ -260,16 +301,59 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         {"id": "throughput", "label": "Throughput", "value": thr["requests_per_s"], "unit": "req/s"},
         {"id": "tokens", "label": "Output tokens", "value": thr["output_tokens_per_s"], "unit": "tok/s"},
         {"id": "goodput", "label": "Goodput", "value": summary["goodput"]["requests_per_s"], "unit": "req/s"},
-        {"id": "ttft_p50", "label": "TTFT P50", "value": lat["ttft"]["p50"], "unit": "ms"},
-        {"id": "ttft_p99", "label": "TTFT P99", "value": lat["ttft"]["p99"], "unit": "ms"},
-        {"id": "e2e_p50", "label": "E2E P50", "value": lat["e2e"]["p50"], "unit": "ms"},
-        {"id": "e2e_p99", "label": "E2E P99", "value": lat["e2e"]["p99"], "unit": "ms"},
+        _pct_card("ttft_p50", "TTFT P50", lat["ttft"], 50),
+        _pct_card("ttft_p99", "TTFT P99", lat["ttft"], 99),
+        _pct_card("e2e_p50", "E2E P50", lat["e2e"], 50),
+        _pct_card("e2e_p99", "E2E P99", lat["e2e"], 99),
         {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
-        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none",
-         "unit": "", "status": "good" if summary.get("thresholds_passed", True) else "bad"},
+        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none set",
+         "unit": "", "status": ("good" if summary.get("thresholds_passed", True) else "bad") if thresholds else "none"},
         {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
          "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
     ]  # fmt: skip
+
+
+def _slo_card(slo: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if slo is None:
+        return []
+    share = slo["misses"] / slo["counted"] * 100.0 if slo["counted"] else 0.0
+    return [{"id": "slo", "label": f"SLO misses ({share:.1f} %)", "value": f"{slo['misses']:,} / {slo['counted']:,}", "unit": "",
+             "status": "bad" if slo["misses"] else "good", "detail": slo["text"]}]  # fmt: skip
+
+
+def _slo(scenario: Scenario | None, misses: list[float | None] | None, c: RunColumns) -> dict[str, Any] | None:
+    """The scenario's objectives in ms (overall and per tier), said in words, and the requests that missed them."""
+    if scenario is None or misses is None:
+        return None
+
+    def ms(slo: Any) -> dict[str, float]:
+        set_ = [k for k in ("ttft", "itl", "tpot", "e2e") if getattr(slo, k) is not None]
+        return {k: round(getattr(slo, k) * 1000.0, 3) for k in set_}
+
+    def words(objectives: dict[str, float]) -> str:
+        return ", ".join(f"{k.upper()} ≤ {v:,.0f} ms" for k, v in objectives.items()) or "none"
+
+    overall = ms(scenario.slo)
+    tiers = {name: ms(scenario.slo_of(name)) for name in scenario.tiers}
+    text = words(overall) + "".join(f"; tier {t}: {words(o)}" for t, o in tiers.items() if o != overall)
+    counted = int((c.measured & (c.state != "cancelled")).sum())
+    return {"ms": overall, "tiers": tiers, "text": text, "misses": int(sum(v or 0 for v in misses)), "counted": counted}
+
+
+def _span(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> float:
+    """Seconds the charts cover: the run's wall time; a simulation's simulated end (its wall time is CPU time)."""
+    ends = c.end[np.isfinite(c.end)]
+    last = float(ends.max()) if ends.size else 0.0
+    if run_info.get("simulated"):
+        return max(float(run_info.get("simulated_end_s") or 0.0), last) or 1.0
+    return float(run_info.get("wall_s") or summary.get("wall_s") or last or 1.0)
+
+
+def _load_scenario(run_dir: Path) -> Scenario | None:
+    try:
+        return load_scenario(run_dir / "scenario.yaml")
+    except Exception:  # a report never fails because the scenario no longer loads
+        return None
 
 
 def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -309,12 +393,20 @@ def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
         raise ValueError(f"{run_dir}/sweep.json cannot be read")
     points, plan, knee = sweep["points"], sweep.get("plan") or {}, sweep.get("knee") or {}
     best = max((p["throughput"] for p in points), default=None)
+    unit = sweep.get("unit", "")
+    thin = f"rests on a sparse tail: P99 of fewer than {sweep.get('min_count_p99', 500)} requests"
     cards = [
         {"id": "levels", "label": "Levels", "value": len(points), "unit": ""},
         {"id": "max_throughput", "label": "Max throughput", "value": best, "unit": "req/s"},
-        {"id": "knee", "label": "Knee", "value": knee.get("offered"), "unit": sweep.get("unit", "")},
-        {"id": "capacity", "label": "SLA capacity", "value": plan.get("requests_per_s"), "unit": "req/s",
-         "status": "good" if plan else "bad"},
+        # in achieved req/s, the unit of the curve and of its knee line; the offered level said beside it
+        {"id": "knee", "label": "Knee" + (f" (offered {knee['offered']:g} {unit})" if knee else ""),
+         "value": knee.get("throughput") if knee else "none", "unit": "req/s" if knee else "",
+         "status": "sparse" if knee.get("sparse") else "" if knee else "none", "note": "sparse tail" if knee.get("sparse") else "",
+         "detail": (thin + "; " if knee.get("sparse") else "") + knee.get("reason", "")},
+        {"id": "capacity", "label": "SLA capacity", "value": plan.get("requests_per_s") if plan else "none met",
+         "unit": "req/s" if plan else "", "status": "sparse" if plan.get("sparse") else "good" if plan else "bad",
+         "note": "sparse tail" if plan.get("sparse") else "",
+         "detail": thin if plan.get("sparse") else ""},
     ]  # fmt: skip
     summary = {"name": sweep.get("name", run_dir.name), "stop_reason": sweep.get("stop_reason", ""), "mode": "sweep"}
     return ReportData(kind="sweep", name=summary["name"], run_dir=str(run_dir), summary=summary, run_info={},
@@ -328,9 +420,11 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         return _sweep_report(run_dir, extensions_for(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    scenario = _load_scenario(run_dir)
     c = load_columns(run_dir)
-    finite_end = c.end[np.isfinite(c.end)]
-    wall = run_info.get("wall_s") or summary.get("wall_s") or (float(finite_end.max()) if finite_end.size else 1.0)
+    span = _span(c, summary, run_info)
+    timeseries = _timeseries(c, scenario, run_info, span)
+    slo = _slo(scenario, timeseries["slo_misses"], c)
     measured_ok = c.ok() & c.measured
     return ReportData(
         kind="run",
@@ -338,14 +432,16 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         run_dir=str(run_dir),
         summary=summary,
         run_info=run_info,
-        cards=_cards(summary),
-        timeseries=_timeseries(c, run_dir, run_info, float(wall)),
+        cards=_cards(summary) + _slo_card(slo),
+        timeseries=timeseries,
         cdfs={
             "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),
             "itl_ms": _itl_cdf(c),
             "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
         },
         breakdowns=_breakdowns(summary),
-        telemetry=telemetry_series(run_dir, float(wall)),
+        telemetry=telemetry_series(run_dir, span),
+        slo=slo,
+        simulated=bool(run_info.get("simulated")),
         extensions=extensions_for(run_dir),
     )

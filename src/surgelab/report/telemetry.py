@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from surgelab.telemetry.presets import PRESETS
+
 __all__ = ["TELEMETRY_FILE", "telemetry_series"]
 
 TELEMETRY_FILE = "telemetry.parquet"
@@ -78,4 +80,48 @@ def telemetry_series(run_dir: Path | str, wall_s: float) -> dict[str, Any] | Non
         out[str(name)] = [round(float(s / k), 4) if k else None for s, k in zip(sums, counts)]
     if not out:
         return None
-    return {"t": [i + 0.5 for i in range(n)], "series": out}
+    fractions = [name for name, values in out.items() if _is_fraction(name, values)]
+    return {"t": [i + 0.5 for i in range(n)], "series": out, "labels": _labels(list(out)), "fractions": fractions}
+
+
+_ROLE_WORDS = {"running": "requests running", "waiting": "requests waiting", "kv_usage": "KV cache used",
+               "gpu_util": "GPU utilisation", "memory_used": "GPU memory used"}  # fmt: skip
+
+
+def _roles() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for preset in PRESETS.values():
+        for role, names in preset.roles.items():
+            for name in names.split("|"):
+                out[name] = role
+    return out
+
+
+_FAMILY_ROLE = _roles()
+
+
+def _is_fraction(name: str, values: list[float | None]) -> bool:
+    """A 0–1 gauge (KV-cache usage and the like): drawn on its own axis, not beside request counts."""
+    family = name.split("{", 1)[0]
+    finite = [v for v in values if v is not None]
+    if _FAMILY_ROLE.get(family) == "kv_usage" or _FAMILY_ROLE.get(name.split("{", 1)[0].split(":", 1)[-1]) == "kv_usage":
+        return True
+    words = ("perc", "usage", "ratio", "fraction", "hit_rate", "utilization")
+    return any(w in family for w in words) and bool(finite) and max(finite) <= 1.0
+
+
+def _labels(names: list[str]) -> dict[str, str]:
+    """Readable legends: the role in words with the server's metric name short, and only the labels that differ."""
+    out = {}
+    label_sets = {n: dict(kv.split("=", 1) for kv in n.partition("{")[2].rstrip("}").split(",") if "=" in kv) for n in names}
+    varying = {k for n in names for k, v in label_sets[n].items() if any(label_sets[m].get(k) != v for m in names)}
+    for name in names:
+        family = name.split("{", 1)[0]
+        bare = family.split(":", 1)[1] if family.count(":") > 1 else family  # "source:vllm:x" → "vllm:x"
+        role = _FAMILY_ROLE.get(bare) or _FAMILY_ROLE.get(family)
+        short = bare.split(":", 1)[-1]
+        text = f"{_ROLE_WORDS.get(role, role)} ({short})" if role else short
+        extra = ", ".join(f"{k}={v}" for k, v in label_sets[name].items() if k in varying)
+        source = family.split(":", 1)[0] + ": " if family.count(":") > 1 else ""
+        out[name] = source + text + (f" [{extra}]" if extra else "")
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -73,14 +74,20 @@ def summary_table(summary: dict[str, Any]) -> Group:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row(
-        "run", f"{summary['name']} · {summary['mode']} loop · {summary['target']['url']} · {summary['target']['model']}"
-    )
-    head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
+    fleet = summary.get("fleet")  # a simulation contacted nothing: its fleet instead of the URL
+    where = f"SIMULATED fleet {fleet.get('name', '')}" if isinstance(fleet, dict) else summary["target"]["url"]
+    head.add_row("run", f"{summary['name']} · {summary['mode']} loop · {where} · {summary['target']['model']}")
+    if isinstance(fleet, dict):
+        head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary.get('duration_s') or 0)} of "
+                     f"simulated load (computed in {format_duration(summary['wall_s'] or 0)})")  # fmt: skip
+    else:
+        head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled"
                  + (f" · {req['lost']:,} lost with a worker" if req.get("lost") else "")
                  + f" (error rate {req['error_rate']:.2%})")  # fmt: skip
+    for error in summary.get("errors") or []:  # what failed, in the target's words
+        head.add_row("", Text(f"{error['count']:,} × {_error_text(error)}", style="red"))
     head.add_row("throughput", f"{thr['requests_per_s']:.2f} req/s · {thr['output_tokens_per_s']:,.0f} output tok/s · "
                  f"goodput {summary['goodput']['requests_per_s']:.2f} req/s")  # fmt: skip
     conc = summary["concurrency"]
@@ -90,14 +97,16 @@ def summary_table(summary: dict[str, Any]) -> Group:
             f"{conc['mean_in_flight']:.2f} measured · {conc['littles_law_estimate']:.2f} by Little's Law (λ·W)",
         )
 
-    lat = Table(title="latency (ms) — from the intended send time, as users felt it", title_justify="left")
-    lat.add_column("metric")
+    # light borders and whole milliseconds past 100: the table fits 80 columns without splitting a row
+    lat = Table(title="latency (ms) — from the intended send time, as users felt it", title_justify="left",
+                box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+    lat.add_column("metric", no_wrap=True)
     for col in ("mean", "p50", "p90", "p95", "p99", "max", "count"):
-        lat.add_column(col, justify="right")
+        lat.add_column(col, justify="right", no_wrap=True)
     rows = [(k.upper(), v) for k, v in summary["latency_ms"].items()]
     rows += [(f"{k.upper()} (service)", v) for k, v in summary["service_latency_ms"].items()]
     for name, d in rows:
-        lat.add_row(name, *(_num(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(d["count"]))
+        lat.add_row(name, *(_lat(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), f"{d['count']:,}")
 
     parts: list[Any] = [head, lat]
     lag = summary["schedule_lag_ms"]
@@ -113,6 +122,16 @@ def summary_table(summary: dict[str, Any]) -> Group:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         parts.append(Text.from_markup(f"{mark}  {t['expr']}  (observed {_observed(t)})"))
     return Group(*parts)
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    if error.get("message"):
+        return error["message"]
+    return error["state"] + (f" (HTTP {error['http_status']})" if error.get("http_status") else "")
+
+
+def _lat(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def _num(value: float | None) -> str:
@@ -151,9 +170,13 @@ def sweep_table(data: ReportData) -> Table:
     sweep = data.extensions["sweep"]
     knee = (sweep.get("knee") or {}).get("offered")
     table = Table(title=f"sweep {data.name} — {data.summary.get('stop_reason', '')}", title_justify="left")
-    for name in (f"offered ({sweep.get('unit', '')})", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
+    for name in (f"offered ({sweep.get('unit', '')})", "n", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
         table.add_column(name, justify="right")
     for p in sweep["points"]:
-        table.add_row(f"{p['offered']:g}", _num(p["throughput"]), _num(p["ttft_p99_ms"]), _num(p["e2e_p99_ms"]),
-                      f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "")  # fmt: skip
+        star = "*" if p.get("sparse") else ""
+        table.add_row(f"{p['offered']:g}", f"{p.get('measured', 0):,}", _num(p["throughput"]), _num(p["ttft_p99_ms"]) + star,
+                      _num(p["e2e_p99_ms"]) + star, f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "",
+                      style="dim" if star else None)  # fmt: skip
+    if any(p.get("sparse") for p in sweep["points"]):
+        table.caption = f"* dim: P99 of fewer than {sweep.get('min_count_p99', 500)} requests (too few to read a P99)"
     return table

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from surgelab.analysis.knee import find_knee
+from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.metrics.store import read_records
 from surgelab.runner import run_scenario
 from surgelab.runner.tokenizer import with_tokenizer
@@ -77,12 +78,18 @@ def _simulated(fleet: Fleet) -> LevelRunner:
 
 def _summarise_knee(rows: list[LevelRow], unit: str) -> dict[str, Any]:
     ordered = sorted(rows, key=lambda r: r.offered)
-    lat = [r.latency("ttft", "p99") for r in ordered]
+    # a level's P99 from too few requests is its slowest one or two: left out of the latency knee
+    thin = [r.offered for r in ordered if sparse_percentile(r.measured, 99)]
+    lat = [None if sparse_percentile(r.measured, 99) else r.latency("ttft", "p99") for r in ordered]
     latency = [float("nan") if v is None else v for v in lat] if any(v is not None for v in lat) else None
     knee = find_knee(
         [r.offered for r in ordered], [r.requests_per_s for r in ordered], latency, unit=unit, latency_name="p99 TTFT"
     )
     out = knee.to_dict()
+    out["sparse_levels"] = thin
+    if thin:
+        out["reason"] += (f"; P99 TTFT of {len(thin)} level(s) with fewer than {min_count(99)} requests left out"
+                          f" ({', '.join(f'{v:g}' for v in thin)}): hold levels longer for a latency knee")  # fmt: skip
     out["row_index"] = ordered[knee.index].index if knee.index is not None else None
     return out
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import LevelRow, SweepResult
 
 __all__ = ["sweep_table", "print_sweep", "level_line"]
@@ -28,11 +30,13 @@ def level_line(row: LevelRow, unit: str) -> str:
 def sweep_table(result: SweepResult) -> Table:
     knee_i = result.knee.get("row_index") if result.knee else None
     cap_i = result.sla_capacity["index"] if result.sla_capacity else None
-    table = Table(title=f"sweep {result.name} ({result.mode}, {result.unit})", title_justify="left")
+    # light borders and two-line headers: ten columns fit 80 without splitting a cell
+    table = Table(title=f"sweep {result.name} ({result.mode}, {result.unit})", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
     first = "users" if result.mode == "concurrency" else "offered"
-    columns = (first, "req/s", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "errors", "in flight", "")
+    columns = (first, "req/s", "tok/s", "TTFT\np50", "TTFT\np99", "ITL\np50", "E2E\np99", "errors", "in\nflight", "")
     for col in columns:
-        table.add_column(col, justify="right" if col else "left")
+        table.add_column(col, justify="right" if col else "left", no_wrap=bool(col))
     for row in result.sorted_levels():
         marks = []
         if row.index == knee_i:
@@ -74,9 +78,12 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         console.print(f"SLA capacity: no level met {rules} with errors <= the limit", highlight=False)
     else:
         rules = ", ".join(cap["slo"]) or "no SLO set (errors only)"
+        at = next((r for r in result.levels if r.index == cap["index"]), None)
+        thin = (f" — [yellow]rests on a sparse tail: P99 of {at.measured:,} requests (needs {min_count(99):,})[/]"
+                if at is not None and cap["slo"] and sparse_percentile(at.measured, 99) else "")  # fmt: skip
         console.print(
             f"SLA capacity: [bold]{cap['requests_per_s']:.4g} req/s[/] per instance at {cap['level']:g} {result.unit} "
-            f"({rules}; errors <= {cap['max_error_rate']:.1%})",
+            f"({rules}; errors <= {cap['max_error_rate']:.1%}){thin}",
             highlight=False,
         )
     b = result.breaking

@@ -15,6 +15,13 @@ def _role(summary: dict[str, Any], role: str) -> dict[str, Any] | None:
     return (summary.get("telemetry") or {}).get("roles", {}).get(role)
 
 
+def _said(error: dict[str, Any]) -> str:
+    """One failure group in words: its message (which names the HTTP status), else the state and status."""
+    if error["message"]:
+        return error["message"][:120]
+    return error["state"] + (f" (HTTP {error['http_status']})" if error["http_status"] else "")
+
+
 def diagnose(summary: dict[str, Any]) -> list[str]:
     hints: list[str] = []
     lag = summary["schedule_lag_ms"]
@@ -24,7 +31,9 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
     failed = summary["requests"]["failed"]
     if failed:
         worst = max(("http_error", "timeout", "connection_error", "protocol_error"), key=lambda s: states[s])
-        hints.append(f"{failed} failed requests, mostly {worst} ({states[worst]}): look at the records' error column")
+        top = (summary.get("errors") or [None])[0]
+        said = f": {top['count']} × {_said(top)}" if top else ": look at the records' error column"
+        hints.append(f"{failed} failed requests, mostly {worst} ({states[worst]}){said}")
     kv, waiting, running = _role(summary, "kv_usage"), _role(summary, "waiting"), _role(summary, "running")
     if kv and waiting and kv["max"] >= 0.95 and waiting["mean"] > 0.5:
         hints.append(

@@ -1,0 +1,47 @@
+"""summary.json's ``errors``: the most frequent failures in the target's own words, with their HTTP status."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from surgelab.analysis.columns import ColumnSource, labels
+from surgelab.analysis.errors import readable, top_errors
+from surgelab.telemetry.diagnose import diagnose
+
+BODY_401 = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+
+
+def _records() -> pa.Table:
+    rows = (
+        [("http_error", 401, f"HTTP 401: {BODY_401}")] * 7
+        + [("http_error", 503, "HTTP 503: upstream   overloaded\n")] * 2
+        + [("timeout", None, "no answer within 30s")] * 3
+        + [("ok", 200, None)] * 5
+        + [("cancelled", None, "cancelled at stop")]
+    )
+    state, status, error = zip(*rows)
+    return pa.table({"state": list(state), "http_status": pa.array(status, pa.int16()), "error": list(error)})
+
+
+def test_failures_are_grouped_by_state_status_and_readable_message():
+    source = ColumnSource(_records())
+    top = top_errors(source, labels(source, "state"))
+    assert top == [
+        {"state": "http_error", "http_status": 401, "message": "HTTP 401: Incorrect API key provided", "count": 7},
+        {"state": "timeout", "http_status": None, "message": "no answer within 30s", "count": 3},
+        {"state": "http_error", "http_status": 503, "message": "HTTP 503: upstream overloaded", "count": 2},
+    ]  # cancelled is not a failure; successes never appear
+    assert readable("HTTP 500: not json {") == "HTTP 500: not json {"
+
+
+def test_the_hint_names_the_message_not_only_the_category():
+    source = ColumnSource(_records())
+    summary = {
+        "schedule_lag_ms": {"p99": 1.0}, "validity": {"valid": True, "max_lag_p99_ms": 50.0},
+        "requests": {"failed": 12, "by_state": {"http_error": 9, "timeout": 3, "connection_error": 0, "protocol_error": 0}},
+        "latency_ms": {"ttft": {"p50": 10.0, "p99": 12.0}}, "concurrency": {}, "errors": top_errors(source, labels(source, "state")),
+    }  # fmt: skip
+    [hint] = diagnose(summary)
+    assert hint == "12 failed requests, mostly http_error (9): 7 × HTTP 401: Incorrect API key provided"
