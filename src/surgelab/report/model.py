@@ -70,6 +70,7 @@ class RunColumns:
     state: Labels
     phase: Labels
     tier: Labels
+    kind: Labels  # the goodput judgement (``meets_slo``) applies only the objectives that fit a kind
     warmup: np.ndarray
     intended: np.ndarray
     sent: np.ndarray
@@ -103,6 +104,7 @@ def load_columns(run_dir: Path | str) -> RunColumns:
         state=labels(source, "state"),
         phase=labels(source, "phase"),
         tier=labels(source, "tier"),
+        kind=labels(source, "kind"),
         warmup=source.numpy("warmup", plain).astype(bool),
         intended=source.numpy("intended_ns", seconds),
         sent=source.numpy("sent_ns", seconds),
