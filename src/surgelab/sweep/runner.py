@@ -8,14 +8,16 @@ tools that read any run. The sweep itself only decides the next level and when t
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from surgelab.analysis.knee import find_knee
 from surgelab.metrics.store import read_records
+from surgelab.redact import redact_url
 from surgelab.runner import run_scenario
-from surgelab.runner.tokenizer import with_tokenizer
+from surgelab.runner.preflight import ready
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sweep.breaking import analyse_break, break_shape
@@ -47,7 +49,8 @@ def level_scenario(
     data.update(load=new, name=name, thresholds=[])
     data.pop("output", None)
     try:
-        return build_scenario(data, source=f"sweep level {name}")
+        level = build_scenario(data, source=f"sweep level {name}")
+        return level.mark_preflight_done() if base.preflight_done else level  # checked once, before the first level
     except ScenarioError as exc:  # e.g. a level above the scenario's guards: stop with what was measured
         raise SweepError(str(exc).splitlines()[0]) from None
 
@@ -55,7 +58,10 @@ def level_scenario(
 async def _run(
     scenario: Scenario, run_dir: Path, stop_event: asyncio.Event | None, signals: bool, observers: Sequence[Any] = ()
 ) -> dict[str, Any]:
-    result = await run_scenario(scenario, run_dir, stop_event=stop_event, handle_signals=signals, observers=observers)
+    key = os.environ.get(scenario.target.api_key_env) if scenario.target.api_key_env else None
+    result = await run_scenario(
+        scenario, run_dir, api_key=key, stop_event=stop_event, handle_signals=signals, observers=observers
+    )
     return {"summary": result.summary, "stop_reason": result.stop_reason}
 
 
@@ -84,13 +90,14 @@ async def run_sweep(
     """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``."""
     say = on_status or (lambda _msg: None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    base = await with_tokenizer(base)  # learned once: every level sends prompts made the same way
+    # checked and learned once, with the scenario's key: every level sends prompts made the same way
+    base = await ready(base, os.environ.get(base.target.api_key_env) if base.target.api_key_env else None)
     slos = slo_thresholds(base.slo, config.sla_percentile)
     p99_bounds = slo_thresholds(base.slo, "p99")
     rows: list[LevelRow] = []
     result = SweepResult(
         name=base.name, mode=config.mode, unit=config.unit,
-        target={"url": base.target.base_url, "model": base.target.model, "endpoint": base.target.endpoint},
+        target={"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint},
         config=config.model_dump(mode="json"), slo=[s.expr for s in slos], levels=rows, stop_reason="",
     )  # fmt: skip
     plan = ladder(config)
