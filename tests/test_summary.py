@@ -228,3 +228,24 @@ def test_a_run_stopped_inside_its_warm_up_reports_the_warm_up_and_says_so():
     assert s["requests"]["error_rate"] == 1.0  # not a reassuring 0 %
     assert not s["validity"]["valid"] and "warm-up" in s["validity"]["reasons"][-1]
     assert s["duration_s"] == pytest.approx(0.5)
+
+
+def test_every_run_is_held_to_a_default_error_bound_unless_it_sets_its_own():
+    """Seen: a run where every request failed exited 0; a CI job went green against a dead endpoint."""
+    s = summarize(_records(), _scenario(), INFO)  # 5 of 105 failed: 4.8 %
+    assert [(t["expr"], t["passed"], t["default"]) for t in s["thresholds"]] == [("error_rate < 10%", True, True)]
+    assert s["thresholds_passed"] is True
+    own = summarize(_records(), _scenario(thresholds=["error_rate < 1%"]), INFO)
+    assert [(t["expr"], t["passed"], t["default"]) for t in own["thresholds"]] == [("error_rate < 1%", False, False)]
+    buffer = RecordBuffer()
+    for k in range(20):
+        out = Outcome(sent_ns=k * MS + MS)
+        out.fail(State.CONNECTION_ERROR, "ConnectionRefusedError: [Errno 111] Connection refused", k * MS + 2 * MS)
+        buffer.add(RecordMeta(id=k, intended_ns=S + k * MS, warmup=False), out)
+    dead = summarize(buffer.take(), _scenario(), INFO)
+    assert [(t["expr"], t["observed"], t["passed"]) for t in dead["thresholds"]] == [
+        ("error_rate < 10%", 1.0, False), ("ok > 0", 0, False)
+    ]
+    assert dead["thresholds_passed"] is False
+    interrupted = RunInfo(started_at=INFO.started_at, stop_reason="interrupted (SIGINT)", stopped_at_s=2.0, wall_s=2.1)
+    assert summarize(_records(), _scenario(), interrupted)["thresholds"] == []  # exit 130 says it

@@ -198,13 +198,14 @@ def _choices(models: list[str] | None) -> str:
     return shown + (f" and {len(models) - 10} more" if len(models) > 10 else "")
 
 
+_HTML = re.compile(r"<(!doctype|html|head|body|title|h\d|p|div|pre)\b", re.I)
 _TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
 
 
 def _said(out: Outcome) -> str:
     """The request's error as one line: an HTML error page reduced to its words, credentials removed."""
     text = out.error or out.state.value
-    if "<" in text and ">" in text:
+    if _HTML.search(text):
         text = html.unescape(_TAG.sub(" ", text))
     text = " ".join(text.split())
     return redact_text(text if len(text) <= 300 else text[:297] + "...")
