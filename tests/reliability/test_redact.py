@@ -6,9 +6,12 @@ import base64
 import secrets
 
 import pyarrow.parquet as pq
+import pytest
 
+from surgelab.aio import run_async
 from surgelab.process import free_port
 from surgelab.redact import REDACTED, redact_text, redact_tree, redact_url, url_credentials
+from surgelab.runner.preflight import PreflightFailed, preflight
 from surgelab.scenario.loader import ScenarioError, build_scenario
 
 
@@ -42,11 +45,12 @@ def test_url_credentials_are_sent_as_basic_auth_and_absent_from_every_output(zer
         assert secret not in repr(pq.read_table(out / "records.parquet").to_pylist())
         assert secret not in result.stdout + result.stderr
     assert f"http://{REDACTED}@127.0.0.1" in (out / "scenario.yaml").read_text()
-    # a target that fails its pre-flight, and a flag that is wrong, do not say them either
+    # a target that fails its pre-flight does not say them either
     dead = f"http://{user}:{password}@127.0.0.1:{free_port()}/v1"
-    refused = cli("run", "--url", dead, "--model", "m", "--rate", "1", "--duration", "1s", "--out", str(tmp_path / "r"), "-q")
-    assert refused.returncode == 4 and f"http://{REDACTED}@127.0.0.1:" in refused.stderr
-    assert user not in refused.stderr + refused.stdout and password not in refused.stderr + refused.stdout
+    with pytest.raises(PreflightFailed) as refused:
+        run_async(preflight(build_scenario({"target": {"url": dead, "model": "m"}, "load": {"rate": 1, "duration": "1s"}})))
+    assert str(refused.value).startswith(f"http://{REDACTED}@127.0.0.1:")
+    assert user not in str(refused.value) and password not in str(refused.value)
 
 
 def test_a_scenario_error_does_not_repeat_a_url_credential() -> None:

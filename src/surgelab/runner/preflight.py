@@ -57,12 +57,7 @@ async def preflight(scenario: Scenario, api_key: str | None = None, quiet: bool 
     if scenario.preflight_done:
         return scenario
     say = (lambda _text: None) if quiet else (lambda text: print(f"pre-flight: {text}", file=sys.stderr))
-    if not scenario.preflight:
-        missing = [t for t in _targets(scenario, api_key) if not t[0].model]
-        if missing:
-            raise PreflightFailed(
-                "target.model is not set: give --model NAME (with --no-preflight the model is not looked up)"
-            )
+    if not scenario.preflight:  # the model is then required (Scenario checks it)
         return scenario.mark_preflight_done()
     spec = _first_spec(scenario)
     if scenario.targets:
@@ -175,8 +170,11 @@ async def _models(transport: Transport, target: Target, base: str) -> list[str] 
     if out.state is State.HTTP_ERROR and out.http_status in (404, 405):
         return None  # no listing here; the real request says whether the target works
     if out.state is not State.OK:
-        what = {State.HTTP_ERROR: "GET /models", State.PROTOCOL_ERROR: "no valid HTTP answer to GET /models"}
-        raise PreflightFailed(f"{base}: {what.get(out.state, 'cannot reach it')}: {_said(out)}")
+        what = {State.HTTP_ERROR: "GET /models", State.PROTOCOL_ERROR: "no valid HTTP answer to GET /models",
+                State.TIMEOUT: "no answer to GET /models"}.get(out.state, "cannot reach it")  # fmt: skip
+        if out.state is State.CONNECTION_ERROR and "ServerDisconnected" in (out.error or ""):
+            what = "no answer to GET /models"  # it connected, then hung up
+        raise PreflightFailed(f"{base}: {what}: {_said(out)}")
     return _ids(got[0] if got else b"")
 
 

@@ -151,6 +151,8 @@ class Scenario(ScenarioModel):
             for c in (phase.workload or self.workload).classes:
                 if c.tier != "default" and c.tier not in self.tiers:
                     raise ValueError(f"request class {c.name!r} names tier {c.tier!r}, which is not in tiers")
+        if not self.preflight and not all(t.model for t in [self.target, *(self.targets or [])]):
+            raise ValueError("target.model: give the model name (without the pre-flight it is not looked up)")
         self._within_guards()
         return self
 
