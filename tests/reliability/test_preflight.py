@@ -237,3 +237,19 @@ def test_a_stalled_server_holds_a_5s_run_for_5s_plus_grace_and_it_fails(zero_ser
     assert {r["error"] for r in records} == {"no answer by the end of the grace period (1s after the planned end, load.grace)"}
     failed = [(t["expr"], t["passed"]) for t in result.summary["thresholds"] if t["default"]]
     assert ("ok > 0", False) in failed and not result.thresholds_passed, "surgelab run exits 1"
+
+
+def test_the_check_warms_no_prefix_of_the_run() -> None:
+    """The check is the run's first request with a prompt of its own: the server's prefix cache holds
+    nothing of the run's prompts (nor its shared system prompt) before the run starts."""
+    from surgelab.load.phases import plan_phases
+    from surgelab.runner.preflight import preflight_request
+
+    scenario = _scenario("http://127.0.0.1:1/v1", "m", workload={
+        "prompt_tokens": 300, "output_tokens": 200, "system_prompt_tokens": 50,
+        "shared_prefix": {"tokens": 100, "fraction": 1.0}, "sampling": {"temperature": 0.5}})  # fmt: skip
+    first = plan_phases(scenario)[0].sampler.spec(0)
+    check = preflight_request(scenario)
+    assert check.prompt.split()[0] != first.prompt.split()[0] and not check.system_prompt and not check.history
+    assert check.max_tokens == 4 and check.prompt_tokens <= 16
+    assert (check.kind, check.endpoint, dict(check.extra)) == (first.kind, first.endpoint, dict(first.extra))

@@ -3,8 +3,9 @@
 For each target of the run: ``GET {base}/models`` (the only model listed is picked when the
 scenario names none; a model that is not listed is named with the choices when its request
 fails), then one real request of the run's first kind, sent through the very client the load
-goes through (``client/``: its TLS, headers and API key). The request is not a record of the
-run. A target that cannot be reached, answers with an HTTP error, or does not speak HTTP ends
+goes through (``client/``: its TLS, headers and API key), with a short prompt of its own so that
+nothing of the run's prompts is in the server's prefix cache before the run. The request is not
+a record of the run. A target that cannot be reached, answers with an HTTP error, or does not speak HTTP ends
 the run before it starts with ``PreflightFailed`` holding the client's own message
 (``HTTP 401: …``, ``ConnectionRefusedError: …``). ``preflight: false`` in the scenario (``surgelab
 run --no-preflight``) skips it; the model must then be given.
@@ -20,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from secrets import token_hex
 from typing import Any
 
 import orjson
@@ -35,7 +37,7 @@ from surgelab.scenario.model import Scenario, Target, Timeouts
 from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["PreflightFailed", "preflight", "ready", "EXIT_PREFLIGHT", "LISTING_TIMEOUT_S", "REQUEST_TIMEOUT_S"]
+__all__ = ["PreflightFailed", "preflight", "ready", "preflight_request", "EXIT_PREFLIGHT", "LISTING_TIMEOUT_S", "REQUEST_TIMEOUT_S"]
 
 EXIT_PREFLIGHT = 4  # ``surgelab run``'s exit code when the target fails its pre-flight
 LISTING_TIMEOUT_S = 10.0  # GET /models: a target that cannot list its models this fast is not answering
@@ -59,7 +61,7 @@ async def preflight(scenario: Scenario, api_key: str | None = None, quiet: bool 
     say = (lambda _text: None) if quiet else (lambda text: print(f"pre-flight: {text}", file=sys.stderr))
     if not scenario.preflight:  # the model is then required (Scenario checks it)
         return scenario.mark_preflight_done()
-    spec = _first_spec(scenario)
+    spec = preflight_request(scenario)
     if scenario.targets:
         return await _many(scenario, spec, say)
     target = await _check(scenario.target, api_key, spec, say)
@@ -94,14 +96,19 @@ async def _many(scenario: Scenario, spec: RequestSpec, say: Callable[[str], None
     return scenario.model_copy(update={"targets": targets, "target": first}).mark_preflight_done()
 
 
-def _first_spec(scenario: Scenario) -> RequestSpec:
-    """The run's first request as the load would send it, asking for a few output tokens only."""
-    spec = plan_phases(scenario)[0].sampler.spec(0)
-    return _short(spec)
+def preflight_request(scenario: Scenario) -> RequestSpec:
+    """The run's first request as the load would send it (its kind, endpoint, fields and payload), with a
+    short prompt of its own and a few output tokens: no prefix it shares with the run's prompts reaches
+    the server's prefix cache before the run, and the check is quick."""
+    return _short(plan_phases(scenario)[0].sampler.spec(0), token_hex(4))
 
 
-def _short(spec: RequestSpec) -> RequestSpec:
-    return replace(spec, max_tokens=min(spec.max_tokens, _MAX_TOKENS), steps=tuple(_short(s) for s in spec.steps))
+def _short(spec: RequestSpec, tag: str) -> RequestSpec:
+    prompt = f"surgelab pre-flight {tag}: answer with one word."
+    return replace(
+        spec, prompt=prompt, prompt_tokens=BuiltinTokenizer().count(prompt), system_prompt="", history=(),
+        max_tokens=min(spec.max_tokens, _MAX_TOKENS), steps=tuple(_short(s, tag) for s in spec.steps),
+    )  # fmt: skip
 
 
 def _bounded(target: Target) -> Target:
