@@ -251,5 +251,5 @@ def test_the_check_warms_no_prefix_of_the_run() -> None:
     first = plan_phases(scenario)[0].sampler.spec(0)
     check = preflight_request(scenario)
     assert check.prompt.split()[0] != first.prompt.split()[0] and not check.system_prompt and not check.history
-    assert check.max_tokens == 4 and check.prompt_tokens <= 16
+    assert check.max_tokens == 1 and check.prompt_tokens <= 16
     assert (check.kind, check.endpoint, dict(check.extra)) == (first.kind, first.endpoint, dict(first.extra))

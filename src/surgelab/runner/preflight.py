@@ -42,7 +42,7 @@ __all__ = ["PreflightFailed", "preflight", "ready", "preflight_request", "EXIT_P
 EXIT_PREFLIGHT = 4  # ``surgelab run``'s exit code when the target fails its pre-flight
 LISTING_TIMEOUT_S = 10.0  # GET /models: a target that cannot list its models this fast is not answering
 REQUEST_TIMEOUT_S = 30.0  # the one real request (first token and total), at most
-_MAX_TOKENS = 4  # the real request asks for this many output tokens at most: quick, and still a real answer
+_MAX_TOKENS = 1  # the real request asks for one output token: quick, and still a real answer
 _LISTING_BYTES = 1 << 20
 
 
