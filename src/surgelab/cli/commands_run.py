@@ -71,7 +71,7 @@ def run(
         None, metavar="[SCENARIO]", help="Scenario YAML; flags override its fields."
     ),
     url: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
-    model: str | None = typer.Option(None, help="Model name to request."),
+    model: str | None = typer.Option(None, help="Model name to request (default: the only model the target lists)."),
     endpoint: str | None = typer.Option(None, help="chat or completions."),
     rate: float | None = typer.Option(None, help="Open loop: requests per second."),
     concurrency: int | None = typer.Option(None, help="Closed loop: number of virtual users."),
