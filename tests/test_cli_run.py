@@ -145,9 +145,9 @@ def test_refuses_an_existing_run_directory(zero_server, tmp_path):
 def test_a_key_echoed_back_by_the_server_is_scrubbed_from_the_records(zero_server, cli, reconciled, tmp_path):
     key = "sk-test-" + secrets.token_hex(16)
     out = tmp_path / "run"
-    result = cli(*_flags(zero_server, out, "--api-key-env", "SURGELAB_TEST_KEY", "-q", model="echo-auth", duration="0.5s"),
-                 env={"SURGELAB_TEST_KEY": key})  # fmt: skip
-    assert result.returncode == 0, (result.stderr, _summary(out)["validity"])
+    result = cli(*_flags(zero_server, out, "--api-key-env", "SURGELAB_TEST_KEY", "-q", "--no-preflight", model="echo-auth",
+                         duration="0.5s"), env={"SURGELAB_TEST_KEY": key})  # fmt: skip
+    assert result.returncode == 1, (result.stderr, _summary(out)["validity"])  # every request failed: the default bound
     table = reconciled(_summary(out), out)
     assert table["state"].to_pylist() == ["http_error"] * 5
     assert all(e == 'HTTP 401: {"error": {"message": "invalid credential: <redacted>", "type": "scripted"}}'
@@ -158,7 +158,7 @@ def test_a_key_echoed_back_by_the_server_is_scrubbed_from_the_records(zero_serve
 def test_a_header_key_echoed_back_is_scrubbed_too(zero_server, scenario_for, run, reconciled, tmp_path):
     key = "tok-" + secrets.token_hex(12)
     scenario = scenario_for(zero_server.url, model="echo-auth", target={"headers": {"Authorization": key}},
-                            load={"rate": 10, "arrival": "constant", "duration": "0.3s"})  # fmt: skip
+                            load={"rate": 10, "arrival": "constant", "duration": "0.3s"}, preflight=False)  # fmt: skip
     result = run(scenario, tmp_path / "run")
     table = reconciled(result.summary, result.run_dir)
     assert all("invalid credential: <redacted>" in e for e in table["error"].to_pylist())

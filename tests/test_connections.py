@@ -10,7 +10,7 @@ import pytest
 
 @pytest.mark.parametrize("policy", ["close", "keepalive"])
 def test_connection_policy(zero_server, scenario_for, run, reconciled, tmp_path, policy):
-    scenario = scenario_for(zero_server.url, target={"connection": policy},
+    scenario = scenario_for(zero_server.url, target={"connection": policy}, preflight=False,  # counts every request
                             load={"rate": 20, "arrival": "constant", "duration": "1s"})  # fmt: skip
     before = zero_server.stats()
     result = run(scenario, tmp_path / "run")
@@ -28,7 +28,9 @@ def test_connection_policy(zero_server, scenario_for, run, reconciled, tmp_path,
 
 def test_keepalive_pool_grows_to_the_concurrency(timed_server, scenario_for, run, reconciled, tmp_path):
     """Four users each hold a connection: four connections for many requests."""
-    scenario = scenario_for(timed_server.url, load={"concurrency": 4, "duration": "1s"}, workload={"output_tokens": 1})
+    scenario = scenario_for(  # counts every request and connection the server sees: no pre-flight
+        timed_server.url, load={"concurrency": 4, "duration": "1s"}, workload={"output_tokens": 1}, preflight=False
+    )
     before = timed_server.stats()
     result = run(scenario, tmp_path / "run")
     after = timed_server.stats()

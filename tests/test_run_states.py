@@ -19,7 +19,7 @@ CASES = [
 def test_state_reaches_records_and_summary(zero_server, scenario_for, run, reconciled, tmp_path, model, target, state):
     scenario = scenario_for(zero_server.url, model=model, target=target,
                             load={"rate": 10, "arrival": "constant", "duration": "0.5s"},
-                            workload={"output_tokens": 6})  # fmt: skip
+                            workload={"output_tokens": 6}, preflight=False)  # fmt: skip
     result = run(scenario, tmp_path / "run")
     table = reconciled(result.summary, result.run_dir)
     assert table["state"].to_pylist() == [state] * 5
@@ -44,7 +44,9 @@ def test_refused_connections_through_the_runner(scenario_for, run, reconciled, t
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    scenario = scenario_for(f"http://127.0.0.1:{port}/v1", load={"rate": 10, "arrival": "constant", "duration": "0.5s"})
+    scenario = scenario_for(
+        f"http://127.0.0.1:{port}/v1", load={"rate": 10, "arrival": "constant", "duration": "0.5s"}, preflight=False
+    )
     result = run(scenario, tmp_path / "run")
     table = reconciled(result.summary, result.run_dir)
     assert table["state"].to_pylist() == ["connection_error"] * 5
@@ -78,7 +80,7 @@ def test_a_client_that_raises_is_not_recorded_as_ok(zero_server, scenario_for, r
 
     monkeypatch.setattr(OpenAIClient, "send", broken)
     for load in ({"rate": 10, "arrival": "constant", "duration": "0.3s"}, {"concurrency": 2, "duration": "0.2s"}):
-        result = run(scenario_for(zero_server.url, load=load), tmp_path / str(len(load)))
+        result = run(scenario_for(zero_server.url, load=load, preflight=False), tmp_path / str(len(load)))
         table = reconciled(result.summary, result.run_dir)
         assert table.num_rows >= 2
         assert set(table["state"].to_pylist()) == {"protocol_error"}

@@ -49,7 +49,7 @@ CASES = [
     ("bad-arrival", HEAD + "load:\n  rate: 5\n  arrival: bursty\n", 7, "load.arrival"),
     ("bad-distribution", HEAD + "load:\n  rate: 5\nworkload:\n  prompt_tokens: {dist: uniform, min: 10, max: 5}\n", 8, "workload.prompt_tokens: max must be >= min"),
     ("unknown-distribution", HEAD + "load:\n  rate: 5\nworkload:\n  prompt_tokens:\n    dist: zipf\n    mean: 3\n", 9, "workload.prompt_tokens"),
-    ("missing-model", "target:\n  url: http://127.0.0.1:1/v1\nload:\n  rate: 5\n", 2, "target.model: required field is missing"),
+    ("missing-url", "target:\n  model: m\nload:\n  rate: 5\n", 2, "target.url: required field is missing"),
     ("top-level-list", "- target\n- load\n", 1, "expected a mapping of scenario fields"),
 ]  # fmt: skip
 

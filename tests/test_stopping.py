@@ -160,7 +160,7 @@ def test_a_run_never_outlives_its_duration_plus_its_grace(zero_server, scenario_
     """A server that stalls every answer used to hold a 1 s run for its 60 s first-token timeout."""
     scenario = scenario_for(
         zero_server.url, model="stall", load={**load, "duration": "1s", "grace": "0.5s"},
-        target={"timeouts": {"first_token": "60s"}},
+        target={"timeouts": {"first_token": "60s"}}, preflight=False,
     )  # fmt: skip
     started = time.monotonic()
     result = run(scenario, tmp_path / "run")

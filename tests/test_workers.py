@@ -62,7 +62,7 @@ def test_closed_loop_users_are_dealt_out_and_never_exceed_n(timed_server, scenar
 
 def test_a_stop_decided_by_one_worker_stops_them_all(zero_server, scenario_for, tmp_path) -> None:
     scenario = scenario_for(
-        zero_server.url, model="status-500",
+        zero_server.url, model="status-500", preflight=False,
         load={"rate": 40, "duration": "20s"},
         thresholds=[{"expr": "error_rate < 10%", "abort_on_fail": True}],
     )  # fmt: skip

@@ -8,9 +8,10 @@ from typing import Any
 
 import yaml
 
-__all__ = ["read_yaml", "expanded_size", "MAX_NODES"]
+__all__ = ["read_yaml", "expanded_size", "MAX_NODES", "MAX_BYTES"]
 
 MAX_NODES = 1_000_000
+MAX_BYTES = 1 << 20  # 400 times the largest example scenario; PyYAML needs seconds per MiB, a 60 MB file a minute
 
 
 def expanded_size(root: yaml.Node | None) -> int:
@@ -39,7 +40,12 @@ def expanded_size(root: yaml.Node | None) -> int:
 def read_yaml(path: Path, what: str, error: type[Exception]) -> tuple[Any, yaml.Node | None]:
     """(data, root node) of ``path``; ``error([message])`` for anything that cannot be used."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as file:  # never more than the cap: a huge file (or an endless pipe) is refused at once
+            raw = file.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise error([f"{path}: {what} is larger than {MAX_BYTES >> 20} MiB; keep large data (prompts, traces) "
+                         "in a dataset or trace file and refer to it"])  # fmt: skip
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error([f"{path}: cannot read {what}: {getattr(exc, 'strerror', None) or exc}"]) from None
     try:

@@ -106,6 +106,7 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
         load={"concurrency": USERS, "think_time": think, "grace": 3, "ramp_up": ITL_S,  # users half a token apart: see USERS
               "duration": (2.5 if think else 4.5) * cycle},  # 3 requests per user with think time, else 5
         workload={"prompt_tokens": 16, "output_tokens": TOKENS},
+        preflight=False,  # the cell counts every request and connection the server sees
     )  # fmt: skip
     result = run(scenario, tmp_path / "run")
     rows = reconciled(result.summary, result.run_dir).to_pylist()

@@ -21,7 +21,7 @@ def _stats(url: str) -> dict:
 def test_the_kserve_preset_loads_a_v2_server(kserve, scenario_for, run, reconciled, tmp_path):
     before = _stats(kserve)["infer"]
     scenario = scenario_for(
-        kserve + "/v1", model="llama", load={"rate": 20, "duration": "1.5s"},
+        kserve + "/v1", model="llama", load={"rate": 20, "duration": "1.5s"}, preflight=False,  # counts every infer
         workload={"kind": "http", "http": {"preset": "kserve_v2"}, "prompt_tokens": 12, "output_tokens": 7},
     )  # fmt: skip
     summary = run(scenario, tmp_path).summary
@@ -42,7 +42,7 @@ def test_the_kserve_preset_loads_a_v2_server(kserve, scenario_for, run, reconcil
 def test_a_wrong_template_is_an_http_error_with_the_servers_reason(kserve, scenario_for, run, tmp_path):
     body = {"inputs": [{"name": "text_input", "shape": [2], "datatype": "BYTES", "data": ["{prompt}"]}]}
     scenario = scenario_for(
-        kserve + "/v1", model="llama", load={"rate": 10, "duration": "0.5s"},
+        kserve + "/v1", model="llama", load={"rate": 10, "duration": "0.5s"}, preflight=False,
         workload={"kind": "http", "http": {"path": "/v2/models/{model}/infer", "body": body}},
     )  # fmt: skip
     summary = run(scenario, tmp_path).summary

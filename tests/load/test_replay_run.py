@@ -81,7 +81,8 @@ def test_mooncake_hash_ids_become_shared_prefix_text(embedded, scenario_for, run
         )
     )
     replay = {"type": "replay", "trace": str(trace), "format": "mooncake", "block_size": block}
-    s = scenario_for(embedded.base_url, seed=12, load={"rate": replay, "duration": None})
+    # the server's counters are compared with the run's prompts: nothing else may reach it (no pre-flight)
+    s = scenario_for(embedded.base_url, seed=12, load={"rate": replay, "duration": None}, preflight=False)
     sampler = plan_phases(s)[0].sampler
     pieces = [BuiltinTokenizer().pieces(sampler.spec(i).prompt) for i in range(len(rows))]
     assert [len(p) for p in pieces] == [n for _, n, _ in rows]

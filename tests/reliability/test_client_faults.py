@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -26,6 +27,12 @@ STEADY = {"rate": 10, "arrival": "constant", "duration": "1s", "grace": "5s"}
 # where the test counts what reached the server, or times events against the run's clock: no /tokenize
 # probe before the run (the proxy would count it; the run would start that much later)
 NO_PROBE = "builtin"
+
+
+@pytest.fixture
+def scenario_for(scenario_for):
+    """These runs inject faults from the first request on and count what reached the server: no pre-flight."""
+    return functools.partial(scenario_for, preflight=False)
 
 
 def _run_against_app(scenario_for, tmp_path, model: str, app=None, **sections):
@@ -243,10 +250,10 @@ def test_a_key_echoed_through_the_proxy_and_retried_never_reaches_disk(cli, tmp_
     out = tmp_path / "run"
     with proxy_process(root, ["--latency", "5ms..20ms"]) as proxy:
         result = cli("run", "--url", proxy.root_url + "/v1", "--model", "echo-auth", "--api-key-env", "SURGELAB_TEST_KEY",
-                     "--rate", "5", "--duration", "1s", "--arrival", "constant", "--out", str(out),
+                     "--rate", "5", "--duration", "1s", "--arrival", "constant", "--out", str(out), "--no-preflight",
                      "--set", "target.retry={on: [401], max_attempts: 2, budget: 100%, backoff: {base: 10ms}}",
                      env={"SURGELAB_TEST_KEY": key}, timeout=60)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.returncode == 1, result.stderr[-2000:]  # every request was refused: the default error bound
     assert timed_server.stats()["authorization"] == f"Bearer {key}", "the key did reach the server"
     files = [p for p in out.rglob("*") if p.is_file()]
     assert any(p.name == "report.html" for p in files) and any(p.name == "records.parquet" for p in files)

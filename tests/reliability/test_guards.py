@@ -80,7 +80,7 @@ def test_abort_guard_conditions() -> None:
 def test_a_run_against_a_failing_target_stops_itself(scenario_for, reconciled, tmp_path, timed_server) -> None:
     scenario = scenario_for(
         timed_server.url, "status-500", load={"rate": 20, "arrival": "constant", "duration": "10s", "grace": "2s"},
-        guards={"abort": {"consecutive_failures": 10}},
+        guards={"abort": {"consecutive_failures": 10}}, preflight=False,
     )  # fmt: skip
     result = run_async(run_scenario(scenario, tmp_path / "run"))
     assert result.stop_reason == "aborted: guard: 10 consecutive failures (guards.abort.consecutive_failures: 10)"
@@ -104,7 +104,7 @@ def test_cli_caps_and_the_explicit_override(cli) -> None:
     assert refused.returncode == 2 and "guards.max_rate" in refused.stderr and "Traceback" not in refused.stderr
     # Explicitly lifted: it runs, against a port nobody listens on, and the failure guard stops it.
     lifted = cli("run", "--url", dead, "--model", "m", "--rate", "2500", "--duration", "2s", "-q", "--grace", "1s",
-                 "--i-know-what-i-am-doing", "--out", str(__import__("tempfile").mkdtemp()), timeout=90)  # fmt: skip
+                 "--i-know-what-i-am-doing", "--no-preflight", "--out", str(__import__("tempfile").mkdtemp()), timeout=90)  # fmt: skip
     assert lifted.returncode == 1, lifted.stderr[-2000:]
     assert "Traceback" not in lifted.stderr
 

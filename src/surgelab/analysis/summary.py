@@ -26,6 +26,7 @@ from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
 from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
+from surgelab.redact import redact_url
 from surgelab.scenario.model import Scenario, Slo
 
 __all__ = ["RunInfo", "RecordColumns", "summarize", "meets_slo", "SUMMARY_VERSION"]
@@ -133,7 +134,9 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     overall = _block(c, everything, window, scenario)
     by_state = {s.value: int(np.sum(c.state == s.value)) for s in State}
     lag_stats = _lag(c, ~c.warmup)
-    validity = _validity(lag_stats, by_state, scenario, info.worker_losses)
+    validity = _validity(
+        lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
+    )
     if cut_short:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")
@@ -143,7 +146,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "name": scenario.name,
         "started_at": info.started_at,
         "mode": _mode(scenario),
-        "target": {"url": scenario.target.base_url, "model": scenario.target.model,
+        "target": {"url": redact_url(scenario.target.base_url), "model": scenario.target.model,
                    "endpoint": scenario.target.endpoint, "stream": scenario.target.stream},  # fmt: skip
         "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
@@ -186,6 +189,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
+    results += _default_bounds(scenario, summary["requests"], info.stop_reason or "")
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     failed = c.state.isin([s.value for s in FAILED_STATES])
@@ -393,17 +397,32 @@ def _littles_law(c: RecordColumns, start: float, end: float) -> dict[str, float 
     }
 
 
-def _validity(lag: dict[str, Any], by_state: dict[str, int], scenario: Scenario, losses: tuple[str, ...] = ()) -> dict[str, Any]:
+def _late_sends(c: RecordColumns, rows: np.ndarray, bound_s: float) -> tuple[int, int]:
+    """(sends later than ``bound_s`` after their intended time, sends) among ``rows``."""
+    has_sent = rows & ~np.isnan(c.sent)
+    return int(np.sum((c.sent[has_sent] - c.intended[has_sent]) > bound_s)), int(has_sent.sum())
+
+
+def _validity(lag: dict[str, Any], late: tuple[int, int], by_state: dict[str, int], scenario: Scenario,
+              losses: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    """Invalid when a worker died with part of the load, when the client fell behind by enough sends
+    to matter (more than ``max_late_share`` of them late *and* at least ``min_late_sends``: one slow
+    send out of 20 is a P99, not a client that cannot keep up), or when requests were dropped."""
     reasons = list(losses)  # a worker died: part of the planned load was never sent or never came back
     if by_state["lost"] and not losses:
         reasons.append(f"{by_state['lost']} requests lost with a worker that died")
-    bound_ms = scenario.validity.max_lag_p99 * 1000
-    if lag["p99"] is not None and lag["p99"] > bound_ms:
-        reasons.append(f"client fell behind its schedule: lag P99 {lag['p99']:.1f} ms > {bound_ms:g} ms")
+    rules = scenario.validity
+    bound_ms = rules.max_lag_p99 * 1000
+    n_late, sends = late
+    if sends and n_late >= rules.min_late_sends and n_late / sends > rules.max_late_share:
+        p99 = f"lag P99 {lag['p99']:.1f} ms" if lag["p99"] is not None else "lag P99 unknown"
+        reasons.append(
+            f"client fell behind its schedule: {n_late} of {sends} sends ({n_late / sends:.1%}) more than {bound_ms:g} ms late ({p99})"
+        )
     if by_state["dropped"] and not scenario.validity.allow_drops:
         limits = ", ".join(f"{p.load.max_in_flight}" for p in scenario.phase_list if p.load.mode == "open")
         reasons.append(f"{by_state['dropped']} requests dropped at max_in_flight ({limits})")
-    return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms}
+    return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms, "late_sends": n_late, "sends": sends}
 
 
 def _judge(threshold: Threshold, c: RecordColumns, ok: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
@@ -419,7 +438,28 @@ def _judge(threshold: Threshold, c: RecordColumns, ok: np.ndarray, summary: dict
             "goodput": summary["goodput"]["requests_per_s"],
         }[threshold.metric]
     return {"expr": threshold.expr, "metric": threshold.key, "observed": observed, "passed": threshold.passes(observed),
-            "abort_on_fail": threshold.abort_on_fail}  # fmt: skip
+            "abort_on_fail": threshold.abort_on_fail, "default": False}  # fmt: skip
+
+
+DEFAULT_MAX_ERROR_RATE = 0.10  # a run with more failures than this fails, unless a threshold on error_rate says otherwise
+
+
+def _default_bounds(scenario: Scenario, requests: dict[str, Any], stop_reason: str) -> list[dict[str, Any]]:
+    """The criteria every run is judged by, so a CI job never passes against a dead endpoint: the
+    error rate stays under 10 % (a threshold of the scenario's own on ``error_rate`` replaces
+    this one), and a run that sent requests had at least one succeed (``ok > 0``, listed only when
+    it fails). Not judged when interrupted."""
+    if stop_reason.startswith("interrupted") or requests["scheduled"] == requests["dropped"]:
+        return []
+    bounds = []
+    if not any(t.metric == "error_rate" for t in scenario.thresholds):
+        rate = requests["error_rate"]
+        bounds.append({"expr": f"error_rate < {DEFAULT_MAX_ERROR_RATE:.0%}", "metric": "error_rate", "observed": rate,
+                       "passed": rate < DEFAULT_MAX_ERROR_RATE, "abort_on_fail": False, "default": True})  # fmt: skip
+    if requests["ok"] == 0:  # listed only when it fails: then it is why the run failed
+        bounds.append({"expr": "ok > 0", "metric": "ok", "observed": 0, "passed": False, "abort_on_fail": False,
+                       "default": True})  # fmt: skip
+    return bounds
 
 
 def _aggregate(agg: str, metric: str, c: RecordColumns, ok: np.ndarray, stream: bool) -> float | None:

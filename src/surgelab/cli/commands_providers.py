@@ -12,6 +12,7 @@ from rich.console import Console
 
 from surgelab.cli import app
 from surgelab.cli.common import fail, load_or_exit
+from surgelab.redact import redact_url
 from surgelab.units import parse_duration
 
 
@@ -126,7 +127,7 @@ def probe(
     seconds = _seconds(timeout, "--timeout")
     console = Console()
     for target_name, base_url, model_name, variable in endpoints:
-        console.print(f"probing {target_name}: {base_url} ({model_name}) …", highlight=False)
+        console.print(f"probing {target_name}: {redact_url(base_url)} ({model_name}) …", highlight=False)
         endpoint = Endpoint(base_url, model_name, keys.get(variable) if variable else None, seconds)
         try:
             doc = run_async(run_probes(endpoint, target_name, settings, on_result=lambda r: print_probe(r, console)))

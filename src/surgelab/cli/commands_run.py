@@ -37,7 +37,7 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
         "cv": "load.cv", "concurrency": "load.concurrency", "think_time": "load.think_time",
         "duration": "load.duration", "warmup": "load.warmup", "max_in_flight": "load.max_in_flight",
         "grace": "load.grace", "prompt_tokens": "workload.prompt_tokens",
-        "max_tokens": "workload.output_tokens", "out": "output.dir",
+        "max_tokens": "workload.output_tokens", "out": "output.dir", "preflight": "preflight",
         "ca_cert": "target.tls.ca_cert", "client_cert": "target.tls.client_cert", "client_key": "target.tls.client_key",
         "server_name": "target.tls.server_name", "insecure": "target.tls.insecure", "proxy": "target.proxy",
         "follow_redirects": "target.redirects",
@@ -75,7 +75,7 @@ def run(
         None, metavar="[SCENARIO]", help="Scenario YAML; flags override its fields."
     ),
     url: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
-    model: str | None = typer.Option(None, help="Model name to request."),
+    model: str | None = typer.Option(None, help="Model name to request (default: the only model the target lists)."),
     endpoint: str | None = typer.Option(None, help="chat or completions."),
     rate: float | None = typer.Option(None, help="Open loop: requests per second."),
     concurrency: int | None = typer.Option(None, help="Closed loop: number of virtual users."),
@@ -87,7 +87,17 @@ def run(
     prompt_tokens: int | None = typer.Option(None, help="Prompt length in tokens."),
     max_tokens: int | None = typer.Option(None, help="Output length (max_tokens) in tokens."),
     max_in_flight: int | None = typer.Option(None, help="Open loop: drop requests beyond this many in flight."),
-    grace: str | None = typer.Option(None, help="On Ctrl-C, how long in-flight requests may finish."),
+    grace: str | None = typer.Option(
+        None,
+        help="After the planned end (or Ctrl-C), how long in-flight requests may finish before they are cancelled "
+        "and recorded as cancelled; a run never outlives its duration plus this (default 10s).",
+    ),
+    preflight: bool | None = typer.Option(
+        None,
+        "--preflight/--no-preflight",
+        help="Before any load, list /models (picking the only model when --model is omitted) and send one real "
+        "request; a target that fails stops the run within seconds with its message, exit 4 (default: on).",
+    ),
     stream: bool | None = typer.Option(None, "--stream/--no-stream", help="Stream responses (SSE)."),
     connection: str | None = typer.Option(None, help="keepalive (pooled) or close (new connection per request)."),
     api_key_env: str | None = typer.Option(None, help="NAME of the environment variable that holds the API key."),
@@ -139,14 +149,16 @@ def run(
 ) -> None:
     """Run load against a target and record every request.
 
-    Exit codes: 0 pass, 1 a threshold failed, 2 bad input, 3 the run is invalid (the client
-    fell behind, dropped requests, or a worker died), 130 interrupted.
+    Exit codes: 0 pass; 1 a threshold failed, an abort guard stopped the run, or — unless a
+    threshold on error_rate says otherwise — more than 10% of the requests failed or none
+    succeeded; 2 bad input; 3 the run is invalid (the client fell behind, dropped requests,
+    or a worker died); 4 the target failed its pre-flight; 130 interrupted.
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
         cv=cv, think_time=think_time, duration=duration, warmup=warmup, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens, max_in_flight=max_in_flight, grace=grace, stream=stream,
-        connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out, ca_cert=ca_cert,
+        connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out, preflight=preflight, ca_cert=ca_cert,
         client_cert=client_cert, client_key=client_key, server_name=server_name, insecure=insecure, proxy=proxy,
         follow_redirects=follow_redirects,
     )  # fmt: skip
@@ -212,6 +224,7 @@ def execute(
     from surgelab.report.terminal import LiveView, print_summary
     from surgelab.runner.backends import backend_for
     from surgelab.runner.compare import CompareRun
+    from surgelab.runner.preflight import EXIT_PREFLIGHT, PreflightFailed
 
     api_key = None
     if scenario.target.api_key_env:
@@ -239,6 +252,8 @@ def execute(
             result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick))
     except RunDirError as exc:
         raise fail(str(exc)) from None
+    except PreflightFailed as exc:
+        raise fail(f"pre-flight: {exc} (--no-preflight skips this check)", EXIT_PREFLIGHT) from None
     except RuntimeError as exc:  # a worker layout that cannot start (Ray missing, a worker that died at start)
         raise fail(str(exc)) from None
     except OSError as exc:  # records, summary or run.json could not be written (a full disk): what is on disk stays
@@ -251,6 +266,7 @@ def execute(
     if not quiet:
         print_summary(result.summary, console)
     console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)
+    _say_failed_defaults(result.summary, result.stop_reason)
     if not result.thresholds_passed or result.stop_reason.startswith("aborted: guard"):
         return EXIT_THRESHOLDS
     if result.stop_reason.startswith("interrupted"):
@@ -258,6 +274,21 @@ def execute(
     if not result.summary["validity"]["valid"]:
         return EXIT_INVALID
     return EXIT_OK
+
+
+def _say_failed_defaults(summary: dict[str, Any], stop_reason: str) -> None:
+    """A failed default bound is said on stderr even with --quiet: it is why the exit code is 1."""
+    err = Console(stderr=True)
+    for t in summary.get("thresholds", []):
+        if not t.get("default") or t["passed"]:
+            continue
+        if t["metric"] == "error_rate":
+            err.print(f"failed: error rate {t['observed']:.1%} is over the default bound ({t['expr']}); "
+                      "a threshold of your own replaces it, e.g. --threshold 'error_rate < 50%'", highlight=False, soft_wrap=True)  # fmt: skip
+        else:
+            err.print("failed: no request succeeded", highlight=False, soft_wrap=True)
+    if stop_reason.startswith("aborted: guard"):
+        err.print(f"failed: {stop_reason}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _compared(done: Any, console: Console, run_dir: Path) -> int:
@@ -291,9 +322,10 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
         f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
         for p in scenario.phase_list
     )
-    print(f"{scenario_file}: ok — {scenario.name} against {scenario.target.base_url} — {phases}")
     from surgelab.load.ramp_check import ramp_warnings
+    from surgelab.redact import redact_url
 
+    print(f"{scenario_file}: ok — {scenario.name} against {redact_url(scenario.target.base_url)} — {phases}")
     for warning in ramp_warnings(scenario):
         print(f"warning: {warning}")
 

@@ -105,10 +105,16 @@ def sweep(
     dashboard: bool = typer.Option(False, "--dashboard", help="Serve the live dashboard on 127.0.0.1 (URL printed)."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
     dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
+    preflight: bool | None = typer.Option(
+        None,
+        "--preflight/--no-preflight",
+        help="Check the target (its /models and one request) before the first level; on by default.",
+    ),
 ) -> None:
     """Stepped load test: warm up, hold each level, stop on its own, report knee and SLA capacity."""
     from surgelab.aio import run_async
     from surgelab.metrics.rundir import RunDirError
+    from surgelab.runner.preflight import EXIT_PREFLIGHT, PreflightFailed
     from surgelab.sweep import BreakConfig, StopRules, SweepConfig, SweepError, run_sweep
     from surgelab.sweep.table import print_sweep
 
@@ -117,6 +123,8 @@ def sweep(
         overrides["target.url"] = ("--url", url)
     if model is not None:
         overrides["target.model"] = ("--model", model)
+    if preflight is not None:
+        overrides["preflight"] = ("--preflight" if preflight else "--no-preflight", preflight)
     base = load_or_exit(scenario_file, overrides)
     if base.load is None:
         raise fail(f"{scenario_file}: a sweep needs a scenario with a single load (not phases)")
@@ -177,6 +185,8 @@ def sweep(
             announce_end([board] if board is not None else [], _sweep_verdict(result))
         except (SweepError, RunDirError) as exc:
             raise fail(str(exc)) from None
+        except PreflightFailed as exc:
+            raise fail(f"pre-flight: {exc} (--no-preflight skips this check)", EXIT_PREFLIGHT) from None
         except KeyboardInterrupt:  # between levels; sweep.json already holds every finished level
             raise fail(f"interrupted; finished levels are in {out}/sweep.json", 130) from None
         finally:

@@ -73,8 +73,9 @@ def threshold_options(exprs: list[str], flag: str) -> list[Threshold]:
 def start_dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
     """Start the live dashboard for ``scenario`` and print its URL (``--dashboard``)."""
     from surgelab.dashboard import Dashboard, DashboardSettings  # heavy: aiohttp app and page, only with --dashboard
+    from surgelab.redact import redact_url
 
-    scrape = tuple(str(source.url) for source in scenario.telemetry.sources)
+    scrape = tuple(redact_url(str(source.url)) for source in scenario.telemetry.sources)
     board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape,
                                         bounds=dashboard_bounds(scenario)))  # fmt: skip
     try:

@@ -15,6 +15,7 @@ A TLS failure's error says what to do about it (``client/network.py``).
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from surgelab.client.network import target_ssl, tls_failure
 from surgelab.client.ratelimit import duration_seconds, read_limits
 from surgelab.client.timer import SendTimer
 from surgelab.metrics.record import Outcome, State
+from surgelab.redact import redact_text, url_credentials
 from surgelab.scenario.model import Target
 
 __all__ = [
@@ -75,6 +77,12 @@ class Transport:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         secrets = {api_key or ""}
+        written = url_credentials(target.base_url)  # https://user:pass@host/v1: HTTP Basic, as curl does
+        if written is not None:
+            if not any(name.lower() == "authorization" for name in self.headers):
+                basic = base64.b64encode(f"{written[0]}:{written[1]}".encode()).decode("ascii")
+                self.headers["Authorization"] = f"Basic {basic}"
+            secrets.update(written)
         for name, value in self.headers.items():
             if _SECRET_HEADER.search(name):
                 secrets.update((value, value.split()[-1] if value.split() else ""))
@@ -212,7 +220,7 @@ class Transport:
         """Servers and gateways may echo the key in an error; records must never hold it."""
         for secret in self._secrets:
             text = text.replace(secret, "<redacted>")
-        return text
+        return redact_text(text)
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:

@@ -28,6 +28,7 @@ import yaml
 from surgelab import __version__
 from surgelab.files import os_error_line, write_atomic
 from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE
+from surgelab.redact import redact_text, redact_tree
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
@@ -55,12 +56,12 @@ def _secret(key: Any, value: Any) -> bool:
 
 
 def redact(value: Any) -> Any:
-    """Replace the values of credential-like keys, recursively."""
+    """Replace the values of credential-like keys, and the credentials written into URLs, recursively."""
     if isinstance(value, dict):
         return {k: (REDACTED if _secret(k, v) else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
-    return value
+    return redact_text(value) if isinstance(value, str) else value
 
 
 def prepare_run_dir(path: Path, scenario: Scenario) -> Path:
@@ -119,7 +120,7 @@ def run_info(plans: Sequence[PlannedPhase], *, fleet: str | None = None) -> dict
 
 
 def write_run_info(run_dir: Path, info: dict[str, Any]) -> None:
-    write_json(Path(run_dir) / RUN_FILE, info)
+    write_json(Path(run_dir) / RUN_FILE, redact_tree(info))
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -138,7 +139,7 @@ def add_run_context(summary: dict[str, Any], info: dict[str, Any]) -> None:
 
 
 def write_summary_file(run_dir: Path, summary: dict[str, Any]) -> None:
-    write_json(Path(run_dir) / SUMMARY_FILE, summary)
+    write_json(Path(run_dir) / SUMMARY_FILE, redact_tree(summary))
 
 
 def write_json(path: Path, data: Any) -> None:

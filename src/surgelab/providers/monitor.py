@@ -99,6 +99,8 @@ async def run_round(scenario: Scenario, db: History, *, keep_runs: Path | None =
             env = keys.get(name) or single.target.api_key_env
             note = ""
             try:
+                # no pre-flight: a round against a provider that is down is a measurement (its failures), not an error
+                single = single.model_copy(update={"preflight": False}) if single.target.model else single
                 result = await run_scenario(
                     single, run_dir, api_key=os.environ.get(env) if env else None, stop_event=stop
                 )

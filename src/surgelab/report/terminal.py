@@ -120,7 +120,8 @@ def summary_table(summary: dict[str, Any]) -> Group:
         parts.append(Text(f"hint: {hint}", style="yellow"))
     for t in summary["thresholds"]:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
-        parts.append(Text.from_markup(f"{mark}  {t['expr']}  (observed {_observed(t)})"))
+        default = " [dim](default bound)[/]" if t.get("default") else ""
+        parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {_observed(t)})"))
     return Group(*parts)
 
 
@@ -144,6 +145,8 @@ def _observed(t: dict[str, Any]) -> str:
         return "no data"
     if "(" in t["metric"]:
         return f"{value * 1000:,.1f} ms"
+    if t["metric"] == "ok":
+        return f"{value:,}"
     if t["metric"] in ("error_rate", "drop_rate"):
         return f"{value:.3%}"
     return f"{value:,.2f}"

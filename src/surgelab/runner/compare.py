@@ -21,8 +21,8 @@ from typing import Any
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.rundir import write_json
 from surgelab.metrics.store import RecordMeta
+from surgelab.runner.preflight import ready
 from surgelab.runner.run import RunResult, run_scenario, with_salt
-from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario, Target
 
 __all__ = ["run_compare", "CompareRun", "agreement"]
@@ -91,7 +91,7 @@ async def run_compare(
     scenario = with_salt(scenario)  # one salt for all: every target gets the very same prompts
     first = (scenario.targets or [None])[0]
     first_key = os.environ.get(first.api_key_env) if first is not None and first.api_key_env else None
-    scenario = await with_tokenizer(scenario, first_key)  # one tokenizer for all, learned from the first target
+    scenario = await ready(scenario, first_key)  # every target checked; one tokenizer for all, learned from the first
     names = [t.name for t in scenario.targets or []]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -109,6 +109,7 @@ class Execution:
         self._writing: asyncio.Future | None = None
         self._in_writing: pa.Table | None = None  # the rows of the flush under way, kept until they are on disk
         self._unwritten: list[pa.Table] = []  # rows a failed flush could not write (a full disk), tried again at the end
+        self.cancel_reason = "run stopped before the response ended"  # the error of a request cancelled in flight
 
     def clock(self) -> int:
         """Nanoseconds since the run started, on the monotonic performance counter."""
@@ -177,7 +178,7 @@ class Execution:
         try:
             await client.send(spec, out, meta.intended_ns)
         except asyncio.CancelledError:
-            out.state, out.error, out.end_ns = State.CANCELLED, "run stopped before the response ended", self.clock()
+            out.state, out.error, out.end_ns = State.CANCELLED, self.cancel_reason, self.clock()
             raise
         except Exception as exc:  # send() should never raise; if it does, the request did not succeed
             out.fail(State.PROTOCOL_ERROR, f"client error: {type(exc).__name__}: {exc}", self.clock())
@@ -214,6 +215,10 @@ class Execution:
                 break
             await asyncio.wait(set(self.tasks), timeout=MAX_NAP_S)
         if self.tasks:
+            if not self.stop.requested:
+                self.cancel_reason = (
+                    f"no answer by the end of the grace period ({grace_s:g}s after the planned end, load.grace)"
+                )
             grace_s = grace_s if self.stop.requested else 0.0  # past the schedule's end, the grace is spent
             deadline = time.monotonic() + (0 if self.stop.hurry else grace_s)
             while self.tasks and not self.stop.hurry and time.monotonic() < deadline:

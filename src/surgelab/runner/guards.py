@@ -1,8 +1,8 @@
 """The abort guard: stops a run that has started hurting its target (``guards.abort``).
 
 It sees every recorded request (an ``Observer``) and keeps the last ``window`` seconds of
-them: when failures run ``consecutive_failures`` long, when the window's error rate passes
-``error_rate``, or when its P99 TTFT or E2E passes ``p99_over_slo`` × the SLO, it asks the
+them: when the first ``all_failed`` requests all failed, when failures run ``consecutive_failures``
+long, when the window's error rate passes ``error_rate``, or when its P99 TTFT or E2E passes ``p99_over_slo`` × the SLO, it asks the
 run to stop with a reason that starts ``aborted: guard``. Dropped and cancelled requests
 never count (the target did not answer them). Warm-up requests count: a target that falls
 over during the warm-up is falling over.
@@ -30,6 +30,7 @@ class AbortGuard:
     def __init__(self, abort: Abort, slo: Slo, stop: Callable[[str], None], clock: Callable[[], int]) -> None:
         self.abort, self.slo, self.stop, self.clock = abort, slo, stop, clock
         self.consecutive = 0
+        self.succeeded = False  # any request ended well so far
         self.recent: deque[tuple[int, bool]] = deque()  # (end, failed) over the window
         self.ttft: deque[float] = deque()  # felt latencies in s, NaN when failed; in step with recent
         self.e2e: deque[float] = deque()
@@ -42,9 +43,15 @@ class AbortGuard:
             return
         failed = out.state in FAILED_STATES
         self.consecutive = self.consecutive + 1 if failed else 0
+        self.succeeded = self.succeeded or not failed
         limit = self.abort.consecutive_failures
         if limit is not None and self.consecutive >= limit:
             self._trip(f"{self.consecutive} consecutive failures (guards.abort.consecutive_failures: {limit})")
+            return
+        first_failures = self.abort.all_failed
+        if failed and not self.succeeded and first_failures is not None and self.consecutive >= first_failures:
+            why = (out.error or out.state.value).splitlines()[0][:200]
+            self._trip(f"the first {self.consecutive} requests all failed (guards.abort.all_failed: {first_failures}); the last: {why}")
             return
         now = self.clock()
         ttft = (out.first_token_ns - meta.intended_ns) / SECOND if out.first_token_ns is not None and not failed else np.nan

@@ -33,8 +33,8 @@ from surgelab.metrics.store import HeldTables, RecordStore, table_from_bytes
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
 from surgelab.runner.losses import WorkerLoss, account_losses
+from surgelab.runner.preflight import ready
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
-from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
@@ -172,7 +172,7 @@ async def run_on_ray(
     ray = _connect(address)
     actor_class = ray.remote(num_cpus=0, max_restarts=0)(_ShardActor)
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
-    scenario = await with_tokenizer(with_salt(scenario), api_key)
+    scenario = await ready(with_salt(scenario), api_key)
     with CpuWatch(workers) as cpu:
         run_dir, plans, info = prepare(scenario, run_dir, workers)
         await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing

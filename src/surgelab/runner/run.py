@@ -29,8 +29,8 @@ from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
+from surgelab.runner.preflight import ready
 from surgelab.runner.protocols import Observer, RecordSink
-from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Breakpoint
 from surgelab.telemetry.derive import memory_series, summarize_telemetry
@@ -253,7 +253,7 @@ async def run_scenario(
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
     for warning in ramp_warnings(scenario):  # said before the load, and kept in summary.json's warnings
         print(f"warning: {warning}", file=sys.stderr)
-    scenario = await with_tokenizer(with_salt(scenario), api_key)
+    scenario = await ready(with_salt(scenario), api_key)
     with CpuWatch() as cpu:
         run_dir, plans, info = prepare(scenario, run_dir)
         ex, _ = await run_shard(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from surgelab.client.tokenize import learn_tokenizer
+from surgelab.redact import redact_text
 from surgelab.scenario.model import Scenario
 
 __all__ = ["with_tokenizer", "TokenizerUnavailable"]
@@ -25,7 +26,7 @@ async def with_tokenizer(scenario: Scenario, api_key: str | None = None, quiet: 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     learned = await learn_tokenizer(scenario.target, headers)
     if learned.calibration is None and scenario.tokenizer == "server":
-        raise TokenizerUnavailable(f"tokenizer: server, but the target cannot tokenize: {learned.note}")
+        raise TokenizerUnavailable(f"tokenizer: server, but the target cannot tokenize: {redact_text(learned.note)}")
     if learned.calibration is None or learned.builtin_agrees:
         note = (
             f"the server counts as the built-in tokenizer does ({learned.note})"
@@ -42,4 +43,4 @@ async def with_tokenizer(scenario: Scenario, api_key: str | None = None, quiet: 
 
 def _say(note: str, quiet: bool) -> None:
     if not quiet:
-        print(f"tokenizer: {note}", file=sys.stderr)
+        print(f"tokenizer: {redact_text(note)}", file=sys.stderr)

@@ -28,9 +28,9 @@ from surgelab.metrics.rundir import write_run_info
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
 from surgelab.runner.losses import WorkerLoss, account_losses
+from surgelab.runner.preflight import ready
 from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, telemetry_scraper, with_salt
-from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
@@ -105,7 +105,7 @@ async def run_with_workers(
     start_delay_s: float = 0.1,
 ) -> RunResult:
     """Run ``scenario`` split over ``workers`` processes; the result is that of one run."""
-    scenario = await with_tokenizer(with_salt(scenario), api_key)
+    scenario = await ready(with_salt(scenario), api_key)
     with CpuWatch(workers) as cpu:
         run_dir, plans, info = prepare(scenario, run_dir, workers)
         info["workers"] = workers

@@ -10,13 +10,25 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from surgelab.files import scenario_path
 from surgelab.traces import read_trace_cached
 from surgelab.units import parse_duration
 
-__all__ = ["Distribution", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "Empirical", "as_distribution"]
+__all__ = [
+    "Distribution", "TokenCount", "MAX_TOKENS", "Fixed", "Uniform", "Normal", "LogNormal", "Exponential", "Empirical",
+    "as_distribution",
+]  # fmt: skip
 
 
 def _number(value: Any) -> Any:
@@ -165,3 +177,38 @@ Distribution = Annotated[
     BeforeValidator(as_distribution),
 ]
 """Any of the distributions above, or a bare number for a fixed value."""
+
+MAX_TOKENS = 2_000_000  # more than any model's context: a typo (1e8), not a workload
+_NUMBERS = ("value", "min", "max", "mean", "std")
+
+
+def _token_number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number of tokens, e.g. 256, or a distribution such as {{dist: uniform, min: 100, max: 500}} (got {value!r})")
+    if isinstance(value, str):
+        try:
+            return float(value.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"expected a number of tokens, e.g. 256 (got {value!r})") from None
+    return value
+
+
+def _token_input(value: Any) -> Any:
+    """Token counts are plain numbers (``256``, ``1e3``): a duration or a word is an error that says so."""
+    if isinstance(value, _Dist):
+        return value
+    if isinstance(value, dict):
+        return {k: (_token_number(v) if k in _NUMBERS and v is not None else v) for k, v in value.items()}
+    return _token_number(value)
+
+
+def _within_tokens(dist: Any) -> Any:
+    top = {Fixed: "value", Uniform: "max", Normal: "mean_", LogNormal: "mean_", Exponential: "mean_"}.get(type(dist))
+    value = getattr(dist, top) if top else None
+    if value is not None and value > MAX_TOKENS:
+        raise ValueError(f"{value:,.0f} tokens is more than any model takes (at most {MAX_TOKENS:,})")
+    return dist
+
+
+TokenCount = Annotated[Distribution, BeforeValidator(_token_input), AfterValidator(_within_tokens)]
+"""A distribution of token counts: numbers only (no units), at most ``MAX_TOKENS``."""

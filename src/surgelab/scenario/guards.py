@@ -21,6 +21,11 @@ class Abort(ScenarioModel):
 
     error_rate: Ratio | None = Field(0.9, description="Stop when this share of the requests that ended in the window failed.")
     consecutive_failures: int | None = Field(1000, ge=1, description="Stop after this many failures in a row.")
+    all_failed: int | None = Field(
+        10,
+        ge=1,
+        description="Stop when this many requests ended and not one succeeded (at any rate: a dead target ends the run in seconds).",
+    )
     p99_over_slo: float | None = Field(
         None, gt=1, allow_inf_nan=False,
         description="Stop when the window's P99 TTFT or E2E passes this multiple of its SLO (needs slo.ttft or slo.e2e).",

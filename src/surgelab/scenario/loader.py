@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from surgelab.scenario.model import Scenario
+from surgelab.redact import redact_text
+from surgelab.scenario.model import GuardExceeded, Scenario
 from surgelab.yamlfile import read_yaml
 
 __all__ = ["ScenarioError", "load_scenario", "build_scenario", "set_dotted", "describe_error", "field_path", "line_of"]
@@ -124,8 +125,14 @@ def build_scenario(
             loc = tuple(error["loc"])
             path = field_path(loc, data)
             flag = next((f for p, f in flags.items() if loc[: len(p)] == p), None)
+            cause = (error.get("ctx") or {}).get("error")
+            if isinstance(cause, GuardExceeded):  # raised for the whole scenario: blame what set the value
+                paths = [tuple(f.split(".")) for f in cause.fields]
+                given = [f for p, f in flags.items() if any(p[: len(q)] == q or q[: len(p)] == p for q in paths)]
+                flag = ", ".join(dict.fromkeys(given)) or None
+                loc = paths[0] if paths else loc
             where = f"{flag}" if flag else f"{source}:{line_of(root, loc) or 1}"
-            messages.append(f"{where}: {path or 'scenario'}: {describe_error(error)}")
+            messages.append(redact_text(f"{where}: {path or 'scenario'}: {describe_error(error)}"))
         raise ScenarioError(messages) from None
 
 

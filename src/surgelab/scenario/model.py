@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from surgelab.conditions import Threshold
 from surgelab.files import scenario_path
@@ -40,8 +40,17 @@ __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
     "Retry", "Backoff", "Guards", "Abort", "Arrival", "Kind", "KINDS", "KindSettings", "Images", "Audio", "Documents",
-    "HttpTemplate",
+    "HttpTemplate", "GuardExceeded",
 ]  # fmt: skip
+
+
+class GuardExceeded(ValueError):
+    """A scenario above a cap; ``fields`` are the dotted paths that set what is too high, so the error
+    can name the flag that gave them (``--rate``) rather than a line of the file."""
+
+    def __init__(self, message: str, fields: list[str]) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 class Phase(ScenarioModel):
@@ -81,6 +90,12 @@ class Scenario(ScenarioModel):
     tokenizer_calibration: TokenizerCalibration | None = Field(
         None, description="Filled in by surgelab when it learned the target's tokenizer (tokenizer: auto or server)."
     )
+    preflight: bool = Field(
+        True,
+        description="Before any load, list the target's /models (picking the only model when none is given) and send "
+        "one real request; a target that does not answer stops the run within seconds with its message "
+        "(surgelab run --no-preflight skips it).",
+    )
     slo: Slo = Field(Slo(), description="Per-request objectives that define goodput.")
     telemetry: Telemetry = Field(Telemetry(), description="Prometheus endpoints to scrape during the run.")
     tiers: dict[str, Tier] = Field(default_factory=dict, description="Named tiers with their own SLOs, referred to by request classes.")
@@ -91,6 +106,18 @@ class Scenario(ScenarioModel):
     validity: Validity = Field(Validity(), description="When the run's own numbers cannot be trusted.")
     output: Output = Field(Output(), description="Where and how often results are written.")
     guards: Guards = Field(Guards(), description="Caps on rate, users and duration, and conditions that abort the run.")
+    _preflight_done: bool = PrivateAttr(False)
+
+    @property
+    def preflight_done(self) -> bool:
+        """Whether this scenario's targets passed their pre-flight (or it skips it) in this process."""
+        return self._preflight_done
+
+    def mark_preflight_done(self) -> Scenario:
+        """A copy that is not checked again (``runner/preflight.py``); never saved with the scenario."""
+        done = self.model_copy()
+        done._preflight_done = True
+        return done
 
     @field_validator("tokenizer")
     @classmethod
@@ -124,6 +151,8 @@ class Scenario(ScenarioModel):
             for c in (phase.workload or self.workload).classes:
                 if c.tier != "default" and c.tier not in self.tiers:
                     raise ValueError(f"request class {c.name!r} names tier {c.tier!r}, which is not in tiers")
+        if not self.preflight and not all(t.model for t in [self.target, *(self.targets or [])]):
+            raise ValueError("target.model: give the model name (without the pre-flight it is not looked up)")
         self._within_guards()
         return self
 
@@ -135,16 +164,20 @@ class Scenario(ScenarioModel):
         where = "load" if self.load is not None else "phases"
         rate = sum(p.load.shape.peak for p in phases if p.load.mode == "open")
         users = sum(p.load.shape.peak for p in phases if p.load.mode == "closed")
-        problems = []
+        problems, fields = [], []
         if rate > guards.max_rate:
             problems.append(f"{where}: a peak of {rate:g} req/s is above guards.max_rate ({guards.max_rate:g})")
+            fields.append(f"{where}.rate" if self.load is not None else where)
         if users > guards.max_concurrency:
             problems.append(f"{where}: {users:g} users is above guards.max_concurrency ({guards.max_concurrency})")
+            fields.append(f"{where}.concurrency" if self.load is not None else where)
         if self.planned_duration > guards.max_duration:
             problems.append(f"{where}: {self.planned_duration:g}s is longer than guards.max_duration ({guards.max_duration:g}s)")
+            fields.append(f"{where}.duration" if self.load is not None else where)
         if problems:
-            raise ValueError(
-                "; ".join(problems) + " — raise the guard in the scenario's guards section, or pass --i-know-what-i-am-doing"
+            raise GuardExceeded(
+                "; ".join(problems) + " — raise the guard in the scenario's guards section, or pass --i-know-what-i-am-doing",
+                fields,
             )
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from surgelab.scenario.base import ScenarioModel, Seconds
+from surgelab.scenario.guards import Ratio
 
 __all__ = ["Slo", "Tier", "Validity"]
 
@@ -27,5 +28,17 @@ class Tier(ScenarioModel):
 class Validity(ScenarioModel):
     """When the client itself is the limit, the run says so rather than report a wrong load."""
 
-    max_lag_p99: Seconds = Field(0.05, description="Schedule lag P99 above this marks the run invalid.")
+    max_lag_p99: Seconds = Field(
+        0.05,
+        description="A send later than this after its intended time is late; the run is invalid when its lag P99 is "
+        "above it, which needs more than max_late_share of the sends late, and at least min_late_sends of them.",
+    )
+    max_late_share: Ratio = Field(
+        0.01, description="Late sends above this share of all sends mark the run invalid (1%: the P99)."
+    )
+    min_late_sends: int = Field(
+        5,
+        ge=1,
+        description="Fewer late sends than this never mark the run invalid: in a short or slow run one slow send is its P99.",
+    )
     allow_drops: bool = Field(False, description="Dropped requests mark the run invalid unless allowed.")

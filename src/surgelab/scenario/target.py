@@ -95,7 +95,9 @@ class Target(ScenarioModel):
     """The endpoint under test. The API key is read from the environment, never stored."""
 
     url: AnyHttpUrl = Field(description="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1")
-    model: str = Field(description="Model name sent in every request.")
+    model: str = Field(
+        "", description="Model name sent in every request; when empty, the pre-flight picks the target's only model."
+    )
     endpoint: Literal["chat", "completions", "embeddings"] = Field(
         "chat", description="/chat/completions, /completions or /embeddings."
     )

@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
 from surgelab.scenario.base import ScenarioModel
-from surgelab.scenario.distributions import Distribution
+from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.slo import Slo
 
 __all__ = [
@@ -90,7 +90,7 @@ class Documents(ScenarioModel):
     """Candidates for a rerank request; the query is the prompt (prompt_tokens long)."""
 
     count: Distribution = Field(16, description="Documents per request (rounded, at least 1).")
-    tokens: Distribution = Field(128, description="Length of each document in tokens.")
+    tokens: TokenCount = Field(128, description="Length of each document in tokens.")
     top_n: int | None = Field(None, ge=1, description="Ask for only the best n results.")
 
 
@@ -141,8 +141,8 @@ class RequestClass(ScenarioModel):
     endpoint: Literal["chat", "completions", "embeddings"] | None = Field(
         None, description="Overrides target.endpoint for this class (embeddings: the prompt is the input)."
     )
-    prompt_tokens: Distribution = Field(256, description="Prompt length in tokens (built-in tokenizer).")
-    output_tokens: Distribution = Field(128, description="max_tokens of each request.")
+    prompt_tokens: TokenCount = Field(256, description="Prompt length in tokens (built-in tokenizer).")
+    output_tokens: TokenCount = Field(128, description="max_tokens of each request.")
     unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
     system_prompt_tokens: int = Field(0, ge=0, description="A shared system prompt of this many tokens, identical in every request.")
     shared_prefix: SharedPrefix | None = Field(None, description="A shared prefix on a fraction of requests.")

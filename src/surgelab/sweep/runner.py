@@ -10,6 +10,7 @@ the target: the same directories, sweep.json, knee and SLA capacity, without a s
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 from surgelab.analysis.knee import find_knee
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.metrics.store import read_records
+from surgelab.redact import redact_url
 from surgelab.runner import run_scenario
-from surgelab.runner.tokenizer import with_tokenizer
+from surgelab.runner.preflight import ready
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sim import Fleet, simulate
@@ -51,7 +53,8 @@ def level_scenario(
     data.update(load=new, name=name, thresholds=[])
     data.pop("output", None)
     try:
-        return build_scenario(data, source=f"sweep level {name}")
+        level = build_scenario(data, source=f"sweep level {name}")
+        return level.mark_preflight_done() if base.preflight_done else level  # checked once, before the first level
     except ScenarioError as exc:  # e.g. a level above the scenario's guards: stop with what was measured
         raise SweepError(str(exc).splitlines()[0]) from None
 
@@ -59,7 +62,10 @@ def level_scenario(
 async def _run(
     scenario: Scenario, run_dir: Path, stop_event: asyncio.Event | None, signals: bool, observers: Sequence[Any] = ()
 ) -> dict[str, Any]:
-    result = await run_scenario(scenario, run_dir, stop_event=stop_event, handle_signals=signals, observers=observers)
+    key = os.environ.get(scenario.target.api_key_env) if scenario.target.api_key_env else None
+    result = await run_scenario(
+        scenario, run_dir, api_key=key, stop_event=stop_event, handle_signals=signals, observers=observers
+    )
     return {"summary": result.summary, "stop_reason": result.stop_reason}
 
 
@@ -112,12 +118,12 @@ async def run_sweep(
     say = on_status or (lambda _msg: None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     run_level: LevelRunner = _run if fleet is None else _simulated(fleet)
-    if fleet is None:
-        base = await with_tokenizer(base)  # learned once: every level sends prompts made the same way
+    if fleet is None:  # checked and learned once, with the scenario's key: every level sends prompts made the same way
+        base = await ready(base, os.environ.get(base.target.api_key_env) if base.target.api_key_env else None)
     slos = slo_thresholds(base.slo, config.sla_percentile)
     p99_bounds = slo_thresholds(base.slo, "p99")
     rows: list[LevelRow] = []
-    target = {"url": base.target.base_url, "model": base.target.model, "endpoint": base.target.endpoint}
+    target = {"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint}
     if fleet is not None:
         target = {"simulated_fleet": fleet.name, "model": base.target.model, "endpoint": base.target.endpoint}
     result = SweepResult(
