@@ -40,7 +40,7 @@ def test_worked_example_llama3_8b_on_one_h100():
 
 
 def test_tensor_parallel_splits_weights_and_bandwidth_and_adds_comm():
-    single = Deployment(MODELS["llama3-70b"], GPUS["h100"], num_gpus=1)
+    single = Deployment(MODELS["llama3-70b"], GPUS["h100"], num_gpus=1, mfu=0.2)  # the shipped MFU
     tp8 = load_profile("llama3-70b-8xh100")
     assert tp8.decode_base_s == pytest.approx(single.weight_read_s / 8)
     assert tp8.prefill_s_per_token == pytest.approx(single.compute_s_per_token / 8)

@@ -51,8 +51,17 @@ MODELS: dict[str, Model] = {
     ),
 }
 
-_ALL_REDUCE_S = 10e-6
-"""Latency of one small NVLink all-reduce (decode-sized activations)."""
+_ALL_REDUCE_S = 25e-6
+"""Time of one small NVLink all-reduce (decode-sized activations), as vLLM achieves it: fitted
+to Llama-3-70B's published TP-8 decode step on 8 × H100 (docs/profiles.md; was 10 µs)."""
+
+_MFU_8B_H100 = 0.35
+"""Prefill MFU of Llama-3-8B on one H100 under vLLM: fitted to a published 1,369-token
+prefill (62 ms, docs/profiles.md); the data-sheet default of 0.5 predicted 45 ms."""
+
+_MFU_70B_8XH100 = 0.2
+"""Prefill MFU of Llama-3-70B at TP 8 under vLLM: fitted to a published 1,369-token prefill
+(122 ms, docs/profiles.md); small prefills split eight ways and their all-reduces are slow."""
 
 
 def _tiny() -> EngineProfile:
@@ -72,11 +81,12 @@ def _tiny() -> EngineProfile:
 
 
 PROFILES: dict[str, Callable[[], EngineProfile]] = {
-    "llama3-8b-h100": lambda: Deployment(MODELS["llama3-8b"], GPUS["h100"]).profile("llama3-8b-h100"),
+    "llama3-8b-h100": lambda: Deployment(MODELS["llama3-8b"], GPUS["h100"], mfu=_MFU_8B_H100).profile("llama3-8b-h100"),
     "llama3-70b-8xh100": lambda: Deployment(
         MODELS["llama3-70b"],
         GPUS["h100"],
         num_gpus=8,
+        mfu=_MFU_70B_8XH100,
         comm_overhead_s=2 * MODELS["llama3-70b"].layers * _ALL_REDUCE_S,
     ).profile("llama3-70b-8xh100"),
     "llama2-7b-a10": lambda: Deployment(
