@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
+from surgelab.runner.preflight import PreflightFailed
 from surgelab.testing.connect_proxy import ConnectProxy
 from surgelab.testing.process import ScriptedServerProcess
 
@@ -49,7 +51,15 @@ def test_a_private_ca_fails_with_what_to_do_and_passes_once_given(
     tls_server, pki, scenario_for, run, reconciled, tmp_path
 ):
     assert tls_server.base_url.startswith("https://127.0.0.1:")
-    untrusted = run(scenario_for(tls_server.base_url, load=ONE_SECOND), tmp_path / "untrusted")
+    # The pre-flight stops the run before any load, with what to do ...
+    started = time.monotonic()
+    with pytest.raises(PreflightFailed) as failed:
+        run(scenario_for(tls_server.base_url, load=ONE_SECOND), tmp_path / "checked")
+    assert time.monotonic() - started < 10
+    assert "certificate verify failed" in str(failed.value)
+    assert "use --ca-cert FILE (or --insecure for a test bench)" in str(failed.value)
+    # ... and without it every request says the same, in the records, the summary and the warnings.
+    untrusted = run(scenario_for(tls_server.base_url, load=ONE_SECOND, preflight=False), tmp_path / "untrusted")
     records = reconciled(untrusted.summary, untrusted.run_dir)
     assert _states(records) == {"connection_error"} and records.num_rows == 10
     (error,) = _errors(records)
@@ -87,7 +97,8 @@ def test_a_new_connection_per_request_pays_a_handshake_every_time(tls_server, pk
 
 def test_mutual_tls_with_the_python_server(mtls_server, pki, scenario_for, run, reconciled, tmp_path):
     trust = {"ca_cert": str(pki.ca)}
-    refused = run(scenario_for(mtls_server.base_url, target={"tls": trust}, load=ONE_SECOND), tmp_path / "refused")
+    refused = run(scenario_for(mtls_server.base_url, target={"tls": trust}, load=ONE_SECOND, preflight=False),
+                  tmp_path / "refused")  # fmt: skip
     records = reconciled(refused.summary, refused.run_dir)
     assert _states(records) == {"connection_error"}
     assert all("use --client-cert FILE --client-key FILE" in e for e in _errors(records)), _errors(records)
@@ -104,7 +115,8 @@ def test_nginx_tls_name_override_and_mutual_tls(pki, zero_server, scenario_for, 
     with NginxTls(pki, upstream, tmp_path / "nginx") as nginx:
         other = f"https://127.0.0.1:{nginx.other_port}/v1"
         trust = {"ca_cert": str(pki.ca)}
-        wrong_name = run(scenario_for(other, target={"tls": trust}, load=ONE_SECOND), tmp_path / "wrong-name")
+        wrong_name = run(scenario_for(other, target={"tls": trust}, load=ONE_SECOND, preflight=False),
+                         tmp_path / "wrong-name")  # fmt: skip
         records = reconciled(wrong_name.summary, wrong_name.run_dir)
         assert _states(records) == {"connection_error"}
         (error,) = _errors(records)
@@ -115,7 +127,7 @@ def test_nginx_tls_name_override_and_mutual_tls(pki, zero_server, scenario_for, 
         assert _states(reconciled(right_name.summary, right_name.run_dir)) == {"ok"}
 
         mtls = f"https://127.0.0.1:{nginx.mtls_port}/v1"
-        no_cert = run(scenario_for(mtls, target={"tls": trust}, load=ONE_SECOND), tmp_path / "no-cert")
+        no_cert = run(scenario_for(mtls, target={"tls": trust}, load=ONE_SECOND, preflight=False), tmp_path / "no-cert")
         records = reconciled(no_cert.summary, no_cert.run_dir)
         assert set(records.column("http_status").to_pylist()) == {400}  # nginx answers, in plain words
         assert all(e.endswith("use --client-cert FILE --client-key FILE") for e in _errors(records)), _errors(records)
@@ -164,7 +176,7 @@ def test_plain_http_through_the_scenarios_proxy_with_credentials(zero_server, sc
 
 def test_redirects_are_recorded_with_a_hint_or_followed(zero_server, scenario_for, run, reconciled, tmp_path):
     moved = zero_server.root_url + "/moved/v1"
-    off = run(scenario_for(moved, load=ONE_SECOND), tmp_path / "off")
+    off = run(scenario_for(moved, load=ONE_SECOND, preflight=False), tmp_path / "off")
     records = reconciled(off.summary, off.run_dir)
     assert set(records.column("http_status").to_pylist()) == {307} and _states(records) == {"http_error"}
     (error,) = _errors(records)
@@ -176,7 +188,7 @@ def test_redirects_are_recorded_with_a_hint_or_followed(zero_server, scenario_fo
     assert _states(records) == {"ok"} and set(records.column("redirects").to_pylist()) == {1}
     assert followed.summary["network"]["redirects_followed"] == 10
 
-    post_301 = run(scenario_for(zero_server.root_url + "/moved-301/v1", target={"redirects": 2}, load=ONE_SECOND),
+    post_301 = run(scenario_for(zero_server.root_url + "/moved-301/v1", target={"redirects": 2}, load=ONE_SECOND, preflight=False),
                    tmp_path / "301")  # fmt: skip
     (error,) = _errors(reconciled(post_301.summary, post_301.run_dir))
     assert "a 301 would turn this POST into a GET" in error
@@ -186,7 +198,8 @@ def test_a_providers_quota_is_kept_per_request_and_named_in_the_summary(
     zero_server, scenario_for, run, reconciled, tmp_path
 ):
     load = {"rate": 20, "arrival": "constant", "duration": "1s"}
-    result = run(scenario_for(zero_server.url, model="quota-5", load=load), tmp_path / "quota")
+    # no pre-flight: its one request would take one of the quota's five a second
+    result = run(scenario_for(zero_server.url, model="quota-5", load=load, preflight=False), tmp_path / "quota")
     records = reconciled(result.summary, result.run_dir).to_pylist()
     ok = [r for r in records if r["state"] == "ok"]
     throttled = [r for r in records if r["http_status"] == 429]
@@ -251,8 +264,8 @@ def test_the_command_line_takes_the_options_and_says_insecure_out_loud(tls_serve
     the quota a provider signalled is kept and drawn in the report."""
     out = tmp_path / "run"
     done = cli("run", "--url", tls_server.base_url, "--model", "quota-3", "--rate", "20", "--duration", "0.5s",
-               "--insecure", "--out", str(out), "--quiet")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+               "--insecure", "--out", str(out), "--quiet", "--threshold", "error_rate < 100%")  # fmt: skip
+    assert done.returncode == 0, done.stderr  # the quota's 429s are the point here: a threshold of its own
     terminal = " ".join((done.stdout + done.stderr).split())
     assert f"INSECURE: the certificate of {tls_server.base_url} is not verified" in terminal
     summary = json.loads((out / "summary.json").read_text())
@@ -283,7 +296,7 @@ def test_a_redirect_to_another_origin_does_not_take_the_key_along(zero_server, s
     same = run(scenario_for(zero_server.root_url + "/moved/v1", target={"redirects": 1}, load=load), tmp_path / "same",
                api_key=key)  # fmt: skip
     assert same.summary["requests"]["ok"] == 3 and zero_server.stats()["authorization"] == f"Bearer {key}"
-    away = run(scenario_for(zero_server.root_url + "/moved-away/v1", target={"redirects": 1}, load=load),
+    away = run(scenario_for(zero_server.root_url + "/moved-away/v1", target={"redirects": 1}, load=load, preflight=False),
                tmp_path / "away", api_key=key)  # fmt: skip
     assert away.summary["requests"]["ok"] == 3 and away.summary["network"]["redirects_followed"] == 3
     assert zero_server.stats()["authorization"] is None  # localhost is another origin than 127.0.0.1

@@ -99,7 +99,7 @@ def test_a_dead_port_stops_the_run_within_seconds(cli, tmp_path) -> None:
     assert result.returncode == PREFLIGHT_EXIT, result.stderr
     assert result.elapsed_s < 20
     assert result.stderr.startswith("error: pre-flight: http://127.0.0.1:")
-    assert "cannot reach it: ConnectionRefusedError: [Errno 111] Connection refused" in result.stderr
+    assert "cannot reach it: ConnectionRefusedError: [Errno 111]" in result.stderr  # "Connect call failed (…)"
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists(), "nothing was run, so no run directory"
 
@@ -214,7 +214,7 @@ def test_without_preflight_a_dead_target_is_stopped_by_the_all_failed_guard(cli,
     assert result.elapsed_s < 20
     assert (
         "failed: aborted: guard: the first 10 requests all failed (guards.abort.all_failed: 10); the last: "
-        "ConnectionRefusedError: [Errno 111] Connection refused"
+        "ConnectionRefusedError: [Errno 111]"
     ) in result.stderr
     summary = json.loads((out / "summary.json").read_text())
     default = [t for t in summary["thresholds"] if t["default"]]
@@ -251,5 +251,5 @@ def test_the_check_warms_no_prefix_of_the_run() -> None:
     first = plan_phases(scenario)[0].sampler.spec(0)
     check = preflight_request(scenario)
     assert check.prompt.split()[0] != first.prompt.split()[0] and not check.system_prompt and not check.history
-    assert check.max_tokens == 1 and check.prompt_tokens <= 16
+    assert check.max_tokens == 1 and check.prompt_tokens <= 24  # a few words and a random 8-hex-digit tag
     assert (check.kind, check.endpoint, dict(check.extra)) == (first.kind, first.endpoint, dict(first.extra))

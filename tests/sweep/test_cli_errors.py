@@ -46,7 +46,7 @@ def _one_line_error(result, needle):
         (["plan", "--capacity", "100", "--peak", "-3"], "--peak must be a number > 0"),
         (["plan", "--capacity", "100", "--peak", "1000", "--safety", "1.5"], "safety must be in (0, 1]"),
         (["plan", "--capacity", "100"], "--peak is required"),
-        (["plan", "--capacity", "100", "--peak", "10", "--hpa-metric", "gpu"], "--hpa-metric"),
+        (["plan", "--capacity", "100", "--peak", "10", "--hpa-metric", "cpu"], "--hpa-metric"),
         (["plan", "--capacity", "100", "--peak", "10", "--slo", "p99(ttft) < soon"], "--slo: 'p99(ttft) < soon'"),
         (["plan", "--peak", "100"], "give a sweep"),
         (["plan", "--capacity", "100", "--peak", "10", "--peak-window", "soon"], "--peak-window"),

@@ -142,12 +142,12 @@ def memory_trends(cpu: dict[str, Any] | None, servers: dict[str, tuple[np.ndarra
     ``servers``: source → (seconds, bytes) of ``process_resident_memory_bytes``.
     """
     out: dict[str, Any] = {}
-    if cpu and cpu.get("rss_mb"):
-        rss = np.asarray(cpu["rss_mb"], dtype=float)
-        out["client_memory"] = _as_dict(trend(np.arange(rss.size) * cpu["rss_interval_s"], rss, "client memory", "MiB"))
+    if cpu is not None:  # a measured run: None until enough seconds were sampled
+        rss = np.asarray(cpu.get("rss_mb") or [], dtype=float)
+        out["client_memory"] = _as_dict(trend(np.arange(rss.size) * cpu.get("rss_interval_s", 1.0), rss, "client memory", "MiB"))
     for source, (t, v) in servers.items():
         out[f"server_memory:{source}"] = _as_dict(trend(t, np.asarray(v) / 2**20, f"{source} server memory", "MiB"))
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 def _as_dict(value: Trend | None) -> dict[str, Any] | None:

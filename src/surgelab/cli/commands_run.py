@@ -74,8 +74,8 @@ def run(
     scenario_file: Path | None = typer.Argument(
         None, metavar="[SCENARIO]", help="Scenario YAML; flags override its fields."
     ),
-    url: str | None = typer.Option(None, help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
-    model: str | None = typer.Option(None, help="Model name to request (default: the only model the target lists)."),
+    url: str | None = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://host:8000/v1."),
+    model: str | None = typer.Option(None, help="Model (default: the only one the target lists)."),
     endpoint: str | None = typer.Option(None, help="chat or completions."),
     rate: float | None = typer.Option(None, help="Open loop: requests per second."),
     concurrency: int | None = typer.Option(None, help="Closed loop: number of virtual users."),
@@ -89,58 +89,56 @@ def run(
     max_in_flight: int | None = typer.Option(None, help="Open loop: drop requests beyond this many in flight."),
     grace: str | None = typer.Option(
         None,
-        help="After the planned end (or Ctrl-C), how long in-flight requests may finish before they are cancelled "
-        "and recorded as cancelled; a run never outlives its duration plus this (default 10s).",
+        help="After the planned end, time for in-flight requests before they are cancelled (default 10s).",
     ),
     preflight: bool | None = typer.Option(
         None,
         "--preflight/--no-preflight",
-        help="Before any load, list /models (picking the only model when --model is omitted) and send one real "
-        "request; a target that fails stops the run within seconds with its message, exit 4 (default: on).",
+        help="Check the target first: /models and one request; exit 4 with its message (default: on).",
     ),
     stream: bool | None = typer.Option(None, "--stream/--no-stream", help="Stream responses (SSE)."),
-    connection: str | None = typer.Option(None, help="keepalive (pooled) or close (new connection per request)."),
-    api_key_env: str | None = typer.Option(None, help="NAME of the environment variable that holds the API key."),
-    ca_cert: Path | None = typer.Option(None, help="PEM file of the CA that signed an https:// target's certificate (a private CA)."),
-    client_cert: Path | None = typer.Option(None, help="Mutual TLS: PEM client certificate (may hold the key too)."),
-    client_key: Path | None = typer.Option(None, help="Mutual TLS: PEM key of --client-cert, in a file of its own."),
-    server_name: str | None = typer.Option(None, help="TLS name (SNI and certificate check) instead of the URL's host."),
+    connection: str | None = typer.Option(None, help="keepalive (pooled) or close."),
+    api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key."),
+    ca_cert: Path | None = typer.Option(None, help="PEM of the CA that signed the target's certificate."),
+    client_cert: Path | None = typer.Option(None, help="Mutual TLS: PEM client certificate."),
+    client_key: Path | None = typer.Option(None, help="Mutual TLS: its PEM key, if apart."),
+    server_name: str | None = typer.Option(None, help="TLS name instead of the URL's host."),
     insecure: bool | None = typer.Option(
-        None, "--insecure", help="Do not verify the target's certificate (test benches only; said in the terminal and report)."
+        None, "--insecure", help="Do not verify the certificate (test benches)."
     ),
     proxy: str | None = typer.Option(
-        None, help="HTTP proxy URL for the target, or 'none' (default: HTTPS_PROXY / HTTP_PROXY / NO_PROXY)."
+        None, help="Proxy URL or 'none' (default: HTTPS_PROXY…)."
     ),
     follow_redirects: int | None = typer.Option(
-        None, min=0, max=10, help="Follow up to N redirects per request (default 0: a 3xx is recorded with a hint)."
+        None, min=0, max=10, help="Follow up to N redirects (default 0)."
     ),
     threshold: list[str] | None = typer.Option(None, help="Pass/fail criterion, e.g. 'p99(ttft) < 2s' (repeatable)."),
     seed: int | None = typer.Option(None, help="Seed for the schedule and the workload."),
     name: str | None = typer.Option(None, help="Run name (used in the default run directory)."),
     out: Path | None = typer.Option(None, help="Run directory to write (created; must not hold another run)."),
     set_: list[str] | None = typer.Option(
-        None, "--set", help="Any scenario field as path=value, e.g. --set target.timeouts.total=60s (repeatable)."
+        None, "--set", help="Any scenario field, path=value (repeatable)."
     ),
     scrape: list[str] | None = typer.Option(
-        None, help="Prometheus endpoint to scrape during the run, e.g. http://127.0.0.1:8000/metrics (repeatable)."
+        None, help="/metrics URL to scrape during the run (repeatable)."
     ),
     prometheus_port: int | None = typer.Option(None, help="Serve surgelab's own live metrics on this port."),
     prometheus_host: str = typer.Option(
-        "127.0.0.1", help="Address for --prometheus-port (loopback by default; any other needs --prometheus-token-env)."
+        "127.0.0.1", help="Address for --prometheus-port (loopback)."
     ),
     prometheus_token_env: str | None = typer.Option(
-        None, help="NAME of an environment variable holding a token scrapes must send (Authorization: Bearer TOKEN)."
+        None, help="Variable holding the token scrapes must send."
     ),
     workers: int = typer.Option(
-        1, min=1, max=256, help="Worker processes, each with its own event loop (one per core is usual)."
+        1, min=1, max=256, help="Worker processes (one per core is usual)."
     ),
     ray: str | None = typer.Option(
-        None, help="Run the workers as Ray actors: a cluster address HOST:PORT, 'auto', or 'local' (docs/distributed.md)."
+        None, help="Ray: HOST:PORT, 'auto' or 'local'."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary table."),
-    dashboard: bool = typer.Option(False, "--dashboard", help="Serve a live web dashboard on 127.0.0.1 (URL printed)."),
+    dashboard: bool = typer.Option(False, "--dashboard", help="Live web dashboard on 127.0.0.1."),
     dashboard_port: int = typer.Option(0, help="Dashboard port (0: any free port)."),
-    dashboard_token: str | None = typer.Option(None, help="Dashboard access token, required as ?token=... in the URL."),
+    dashboard_token: str | None = typer.Option(None, help="Dashboard token (?token=… in the URL)."),
     unlimited: bool = typer.Option(
         False,
         "--i-know-what-i-am-doing",
@@ -149,10 +147,7 @@ def run(
 ) -> None:
     """Run load against a target and record every request.
 
-    Exit codes: 0 pass; 1 a threshold failed, an abort guard stopped the run, or — unless a
-    threshold on error_rate says otherwise — more than 10% of the requests failed or none
-    succeeded; 2 bad input; 3 the run is invalid (the client fell behind, dropped requests,
-    or a worker died); 4 the target failed its pre-flight; 130 interrupted.
+    Exit codes: 0 pass · 1 a threshold failed, a guard stopped the run, or over 10% failed (the default bound, unless a threshold on error_rate is set) · 2 bad input · 3 invalid run (client fell behind, drops, a worker died) · 4 pre-flight failed · 130 interrupted.
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,

@@ -18,7 +18,8 @@ TARGET, LOAD, WORKLOAD, OUTPUT, GUARDS, OTHER = (
 )  # fmt: skip
 
 RUN_PANELS: dict[str, str] = {
-    **dict.fromkeys(("url", "model", "endpoint", "stream", "connection", "api_key_env"), TARGET),
+    **dict.fromkeys(("url", "model", "endpoint", "stream", "connection", "api_key_env", "ca_cert", "client_cert",
+                     "client_key", "server_name", "insecure", "proxy", "follow_redirects"), TARGET),  # fmt: skip
     **dict.fromkeys(("rate", "concurrency", "arrival", "cv", "think_time", "duration", "warmup", "max_in_flight",
                      "grace", "workers", "ray"), LOAD),  # fmt: skip
     **dict.fromkeys(("prompt_tokens", "max_tokens", "seed", "set_"), WORKLOAD),

@@ -294,10 +294,24 @@ def _pct_card(id_: str, label: str, block: dict[str, Any], q: int) -> dict[str, 
     return card
 
 
+def _thresholds_card(thresholds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scenario's own thresholds; the default error bound alone is no threshold set (grey while it holds)."""
+    own = [t for t in thresholds if not t.get("default")]
+    failed_default = [t["expr"] for t in thresholds if t.get("default") and not t["passed"]]
+    card = {"id": "thresholds", "label": "Thresholds", "unit": ""}
+    if own:
+        passed = sum(1 for t in own if t["passed"])
+        good = passed == len(own) and not failed_default
+        return {**card, "value": f"{passed}/{len(own)} pass", "status": "good" if good else "bad",
+                "detail": "; ".join(f"default bound failed: {e}" for e in failed_default)}  # fmt: skip
+    if failed_default:
+        return {**card, "value": "none set", "status": "bad", "detail": f"default bound failed: {'; '.join(failed_default)}"}
+    detail = "the default error bound held" if thresholds else ""
+    return {**card, "value": "none set", "status": "none", "detail": detail}
+
+
 def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
     lat, req, thr = summary["latency_ms"], summary["requests"], summary["throughput"]
-    thresholds = summary.get("thresholds", [])
-    passed = sum(1 for t in thresholds if t["passed"])
     validity = summary["validity"]
     return [
         {"id": "throughput", "label": "Throughput", "value": thr["requests_per_s"], "unit": "req/s"},
@@ -308,8 +322,7 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         _pct_card("e2e_p50", "E2E P50", lat["e2e"], 50),
         _pct_card("e2e_p99", "E2E P99", lat["e2e"], 99),
         {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
-        {"id": "thresholds", "label": "Thresholds", "value": f"{passed}/{len(thresholds)} pass" if thresholds else "none set",
-         "unit": "", "status": ("good" if summary.get("thresholds_passed", True) else "bad") if thresholds else "none"},
+        _thresholds_card(summary.get("thresholds", [])),
         {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
          "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
     ]  # fmt: skip

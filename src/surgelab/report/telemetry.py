@@ -17,14 +17,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from surgelab.telemetry.presets import PRESETS
+from surgelab.telemetry.presets import PRESETS, PROCESS_MEMORY
 
 __all__ = ["TELEMETRY_FILE", "telemetry_series"]
 
 TELEMETRY_FILE = "telemetry.parquet"
 _TIME_COLUMNS = {"t_ns": 1e-9, "time_ns": 1e-9, "t_s": 1.0, "time_s": 1.0, "t": 1.0}
 _MAX_SERIES = 24
-_SCRAPER_OWN = ("up", "scrape_duration_seconds")
+# the scraper's own series, and a server's resident memory (bytes: read as a trend in summary.json,
+# never drawn beside request counts)
+_SCRAPER_OWN = ("up", "scrape_duration_seconds", PROCESS_MEMORY)
 
 
 def _numeric(column: pa.ChunkedArray) -> np.ndarray:
