@@ -53,7 +53,8 @@ class _Source:
         self.plan, self.load = plan, plan.phase.load
         self.in_flight = 0
         self.issue = itertools.count()
-        self.offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
+        offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
+        self.offsets: list[int] | None = None if offsets is None else offsets.tolist()  # Python ints: read one by one
         self.steady = isinstance(self.load.shape, Steady)
 
 
@@ -85,7 +86,7 @@ class Traffic:
         for src in self.sources:
             if src.offsets is not None:
                 if len(src.offsets):
-                    events.append(Call(int(src.offsets[0]), Rank.ARRIVAL, self._open_arrival, src, 0))
+                    events.append(Call(src.offsets[0], Rank.ARRIVAL, self._open_arrival, src, 0))
                 continue
             users = math.ceil(src.load.shape.peak)
             for user in range(users):
@@ -106,9 +107,11 @@ class Traffic:
     # -- arrivals ---------------------------------------------------------------------------
 
     def _open_arrival(self, sim: Simulator, src: _Source, i: int) -> Iterable[Event]:
+        offsets = src.offsets
+        assert offsets is not None
         events: list[Event] = []
-        if i + 1 < len(src.offsets):
-            events.append(Call(int(src.offsets[i + 1]), Rank.ARRIVAL, self._open_arrival, src, i + 1))
+        if i + 1 < len(offsets):
+            events.append(Call(offsets[i + 1], Rank.ARRIVAL, self._open_arrival, src, i + 1))
         plan, intended = src.plan, sim.now
         if src.in_flight >= src.load.max_in_flight:
             meta = meta_for(plan, i, plan.sampler.spec(i), intended, -1)

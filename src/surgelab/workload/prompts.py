@@ -35,14 +35,16 @@ class _Blocks:
     def __init__(self, seed: Sequence[int], draw) -> None:
         self._seed, self._draw, self._cache = list(seed), draw, {}
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int) -> tuple:
         block, offset = divmod(index, _BLOCK)
         cached = self._cache.get(block)
         if cached is None:
             if len(self._cache) > 64:
                 self._cache.clear()
-            cached = self._cache[block] = self._draw(np.random.default_rng([*self._seed, block]))
-        return tuple(column[offset] for column in cached)
+            columns = self._draw(np.random.default_rng([*self._seed, block]))
+            # one tuple of Python values per index: reading a draw is then one list lookup
+            cached = self._cache[block] = list(zip(*(column.tolist() for column in columns)))
+        return cached[offset]
 
 
 @dataclass(frozen=True)
@@ -99,18 +101,18 @@ class PromptFactory:
 
     def spec(self, index: int) -> RequestSpec:
         n, max_tokens, with_prefix, row = self._draws[index]
-        n, max_tokens = int(n), int(max_tokens)
-        around = self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
+        c = self.cls
+        kind = c.request_kind
+        around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
             text = self.text(index, n)
         else:
-            text, n, max_tokens = self._from_dataset(index, int(row), n, max_tokens)
+            text, n, max_tokens = self._from_dataset(index, row, n, max_tokens)
         tokens = n + around + self._system_tokens
         if with_prefix:
             text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
-            tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
-        c = self.cls
+            tokens += c.shared_prefix.tokens  # type: ignore[union-attr]
         spec = RequestSpec(
             prompt=text,
             prompt_tokens=tokens,
@@ -121,9 +123,9 @@ class PromptFactory:
             endpoint=c.endpoint,
             extra=c.sampling,
             keep_text=c.session is not None,
-            kind=c.request_kind,
+            kind=kind,
         )
-        if c.request_kind in PAYLOAD_KINDS:
+        if kind in PAYLOAD_KINDS:
             return build_kind(self, index, spec)
         return spec
 
