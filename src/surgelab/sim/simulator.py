@@ -41,7 +41,7 @@ class Simulator:
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
-        self.traffic = Traffic(scenario)
+        self.traffic = Traffic(scenario, texts=fleet.cache.exact or fleet.cache.prefix)  # else only lengths count
         self.timeline = Timeline(fleet.timeline_interval)
         self.failures: list[dict] = []
         self.shed = self.lost = self.events_processed = 0

@@ -59,8 +59,9 @@ class _Source:
 
 
 class Traffic:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, texts: bool = True) -> None:
         self.scenario = scenario
+        self.texts = texts  # prompt texts are built (False: only their lengths count, ``PromptFactory.spec``)
         self.plans = plan_phases(scenario)
         self.sources = [_Source(scenario, p) for p in self.plans]
         t = scenario.target.timeouts
@@ -114,7 +115,7 @@ class Traffic:
             events.append(Call(offsets[i + 1], Rank.ARRIVAL, self._open_arrival, src, i + 1))
         plan, intended = src.plan, sim.now
         if src.in_flight >= src.load.max_in_flight:
-            meta = meta_for(plan, i, plan.sampler.spec(i), intended, -1)
+            meta = meta_for(plan, i, plan.sampler.spec(i, self.texts), intended, -1)
             sim.record(meta, Outcome(state=State.DROPPED, error=f"max_in_flight ({src.load.max_in_flight}) reached"))
             return events
         src.in_flight += 1
@@ -137,7 +138,7 @@ class Traffic:
         plan, sampler = ctx.source.plan, ctx.sampler
         if ctx.turn == 0:
             user_state = ctx.conversation
-            ctx.first = spec = sampler.spec(ctx.index)
+            ctx.first = spec = sampler.spec(ctx.index, self.texts)
             ctx.conversation = (sampler.conversation(ctx.index), user_state)
             if ctx.conversation[0] is not None:
                 ctx.turn = 1

@@ -99,22 +99,29 @@ class PromptFactory:
 
         self._draws = _Blocks([*key, 1], draw)
 
-    def spec(self, index: int) -> RequestSpec:
+    def spec(self, index: int, text: bool = True) -> RequestSpec:
+        """Request ``index``. ``text=False``: its prompt text is left empty when nothing but its
+        length depends on it (no dataset, session or payload kind) — for callers that only count
+        tokens, as the simulator does without a response or prefix cache; every other field is the same.
+        """
         n, max_tokens, with_prefix, row = self._draws[index]
         c = self.cls
         kind = c.request_kind
         around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
-            text = self.text(index, n)
+            lean = not text and c.session is None and kind not in PAYLOAD_KINDS
+            prompt = "" if lean else self.text(index, n)
         else:
-            text, n, max_tokens = self._from_dataset(index, row, n, max_tokens)
+            lean = False
+            prompt, n, max_tokens = self._from_dataset(index, row, n, max_tokens)
         tokens = n + around + self._system_tokens
         if with_prefix:
-            text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
+            if not lean:
+                prompt = self.shared_prefix + ("" if prompt.startswith(" ") else " ") + prompt
             tokens += c.shared_prefix.tokens  # type: ignore[union-attr]
         spec = RequestSpec(
-            prompt=text,
+            prompt=prompt,
             prompt_tokens=tokens,
             max_tokens=max_tokens,
             system_prompt=self.system_prompt,
@@ -235,8 +242,8 @@ class WorkloadSampler:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
         return self.factories[int(k)]
 
-    def spec(self, index: int) -> RequestSpec:
-        return self.factory(index).spec(index)
+    def spec(self, index: int, text: bool = True) -> RequestSpec:
+        return self.factory(index).spec(index, text)
 
     def profile(self, user_key: Sequence[int]) -> PromptFactory:
         """The class a closed-loop user keeps for the whole run (``workload.assign: user``)."""
