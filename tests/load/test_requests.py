@@ -170,7 +170,11 @@ def test_specs_without_text_differ_only_in_the_prompt_text():
     )  # fmt: skip
     sampler = WorkloadSampler(workload, seed=3)
     full, lean = [sampler.spec(i) for i in range(300)], [sampler.spec(i, text=False) for i in range(300)]
-    assert [replace(s, prompt="") for s in full if s.request_class != "s"] == [s for s in lean if s.request_class != "s"]
+    assert [replace(s, prompt="") for s in full if s.request_class != "s"] == [
+        s for s in lean if s.request_class != "s"
+    ]
     assert all(s.prompt == "" for s in lean if s.request_class != "s")
-    assert [s for s in full if s.request_class == "s"] == [s for s in lean if s.request_class == "s"]  # a session resends its text
+    assert [s for s in full if s.request_class == "s"] == [
+        s for s in lean if s.request_class == "s"
+    ]  # a session resends its text
     assert {s.request_class for s in lean} == {"x", "y", "s"} and any(TOKENIZER.count(s.prompt) for s in full)
