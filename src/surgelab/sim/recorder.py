@@ -70,7 +70,9 @@ class Recorder:
             joined.extend(o.token_ns)
         gaps = np.diff(np.frombuffer(joined, dtype=np.int64))
         bounds = np.cumsum(lengths)[:-1] - 1  # a diff across two requests is no gap
-        gaps = np.delete(gaps, bounds[(bounds >= 0) & (bounds < gaps.size)])
+        keep = np.ones(gaps.size, dtype=bool)
+        keep[bounds[(bounds >= 0) & (bounds < gaps.size)]] = False
+        gaps = gaps[keep]
         # ns to µs: within a request token times never decrease, so truncation is the floor
         # (arrow's integer division is several times faster than numpy's); wrapped to int32 as astype does
         itl = pc.cast(pc.divide(pa.array(gaps), 1000), pa.int32(), safe=False)
