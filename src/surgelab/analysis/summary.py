@@ -51,7 +51,9 @@ class RunInfo:
             wall_s=data.get("wall_s"),
             planned_duration_s=data.get("planned_duration_s"),
             window_start_s=data.get("window_start_s"),
-            phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
+            phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]}
+            if "phases" in data
+            else None,
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -76,6 +78,7 @@ class RecordColumns:
         source = ColumnSource(records)
         self.source = source
         self.gaps = Gaps(source)  # only the gap counts: the gaps are read again when walked
+        self._last_itl: tuple[np.ndarray, float, dict[str, Any]] | None = None
         self.state = labels(source, "state")
         self.phase = labels(source, "phase")
         self.request_class = labels(source, "request_class")
@@ -92,15 +95,27 @@ class RecordColumns:
         self.intended_prompt = source.floats("intended_prompt_tokens")
         self.output = source.floats("output_tokens")
         self.attempts = _attempts(
-            source.numpy("http_status", plain), source.numpy("attempts", plain), source.numpy("resends", plain), source.rows
+            source.numpy("http_status", plain),
+            source.numpy("attempts", plain),
+            source.numpy("resends", plain),
+            source.rows,
         )
 
     def itl_of(self, mask: np.ndarray) -> np.ndarray:
         return self.gaps.values(mask)
 
     def itl_distribution(self, mask: np.ndarray, scale: float = 1000) -> dict[str, Any]:
-        """``distribution(self.itl_of(mask), scale)``, computed without holding the gaps as floats."""
-        return gap_distribution(self.gaps.summary(mask, scale))
+        """``distribution(self.itl_of(mask), scale)``, computed without holding the gaps as floats.
+
+        The last result is kept: a run of one phase, class or tier asks for the same rows in
+        every breakdown, and walking millions of gaps again would give the same figures.
+        """
+        last = self._last_itl
+        if last is not None and last[1] == scale and np.array_equal(last[0], mask):
+            return dict(last[2])
+        result = gap_distribution(self.gaps.summary(mask, scale))
+        self._last_itl = (mask.copy(), scale, result)
+        return dict(result)
 
     def mean_itl(self) -> np.ndarray:
         return self.gaps.mean_per_request()
@@ -135,8 +150,12 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "name": scenario.name,
         "started_at": info.started_at,
         "mode": _mode(scenario),
-        "target": {"url": scenario.target.base_url, "model": scenario.target.model,
-                   "endpoint": scenario.target.endpoint, "stream": scenario.target.stream},  # fmt: skip
+        "target": {
+            "url": scenario.target.base_url,
+            "model": scenario.target.model,
+            "endpoint": scenario.target.endpoint,
+            "stream": scenario.target.stream,
+        },  # fmt: skip
         "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
         "duration_s": window.length,
@@ -186,7 +205,12 @@ PROMPT_TOLERANCE = 0.10  # prompts more than this far from the length asked for 
 
 def _prompt_lengths(c: RecordColumns, tokenizer: str) -> dict[str, Any]:
     """Prompt tokens as surgelab meant them against the server's own count, over successes with server usage."""
-    both = (c.state == State.OK.value) & (c.usage_source == "server") & np.isfinite(c.intended_prompt) & np.isfinite(c.prompt)
+    both = (
+        (c.state == State.OK.value)
+        & (c.usage_source == "server")
+        & np.isfinite(c.intended_prompt)
+        & np.isfinite(c.prompt)
+    )
     both &= c.intended_prompt > 0
     block: dict[str, Any] = {"tokenizer": tokenizer, "compared": int(both.sum()), "intended_mean": None,
                              "server_mean": None, "ratio": None, "within_tolerance": None, "warning": None}  # fmt: skip
@@ -333,7 +357,9 @@ def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
         "concurrency": first.shape.peak if single and first.mode == "closed" else None,
         "planned_duration_s": info.planned_duration_s,
         "warmup_s": info.window_start_s,
-        "phases": [{"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases],
+        "phases": [
+            {"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases
+        ],
     }
 
 
@@ -443,4 +469,9 @@ def _attempts(
     if attempts is None:
         return {"rate_limited": rate_limited, "retried": 0, "attempts": rows, "resent": resent}
     sends = np.nan_to_num(attempts.astype(float), nan=1.0)
-    return {"rate_limited": rate_limited, "retried": int(np.sum(sends > 1)), "attempts": int(sends.sum()), "resent": resent}
+    return {
+        "rate_limited": rate_limited,
+        "retried": int(np.sum(sends > 1)),
+        "attempts": int(sends.sum()),
+        "resent": resent,
+    }
