@@ -51,9 +51,7 @@ class RunInfo:
             wall_s=data.get("wall_s"),
             planned_duration_s=data.get("planned_duration_s"),
             window_start_s=data.get("window_start_s"),
-            phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]}
-            if "phases" in data
-            else None,
+            phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -95,10 +93,7 @@ class RecordColumns:
         self.intended_prompt = source.floats("intended_prompt_tokens")
         self.output = source.floats("output_tokens")
         self.attempts = _attempts(
-            source.numpy("http_status", plain),
-            source.numpy("attempts", plain),
-            source.numpy("resends", plain),
-            source.rows,
+            source.numpy("http_status", plain), source.numpy("attempts", plain), source.numpy("resends", plain), source.rows
         )
 
     def itl_of(self, mask: np.ndarray) -> np.ndarray:
@@ -150,12 +145,8 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "name": scenario.name,
         "started_at": info.started_at,
         "mode": _mode(scenario),
-        "target": {
-            "url": scenario.target.base_url,
-            "model": scenario.target.model,
-            "endpoint": scenario.target.endpoint,
-            "stream": scenario.target.stream,
-        },  # fmt: skip
+        "target": {"url": scenario.target.base_url, "model": scenario.target.model,
+                   "endpoint": scenario.target.endpoint, "stream": scenario.target.stream},  # fmt: skip
         "load": _load(scenario, info),
         "stop_reason": info.stop_reason,
         "duration_s": window.length,
@@ -205,12 +196,7 @@ PROMPT_TOLERANCE = 0.10  # prompts more than this far from the length asked for 
 
 def _prompt_lengths(c: RecordColumns, tokenizer: str) -> dict[str, Any]:
     """Prompt tokens as surgelab meant them against the server's own count, over successes with server usage."""
-    both = (
-        (c.state == State.OK.value)
-        & (c.usage_source == "server")
-        & np.isfinite(c.intended_prompt)
-        & np.isfinite(c.prompt)
-    )
+    both = (c.state == State.OK.value) & (c.usage_source == "server") & np.isfinite(c.intended_prompt) & np.isfinite(c.prompt)
     both &= c.intended_prompt > 0
     block: dict[str, Any] = {"tokenizer": tokenizer, "compared": int(both.sum()), "intended_mean": None,
                              "server_mean": None, "ratio": None, "within_tolerance": None, "warning": None}  # fmt: skip
@@ -357,9 +343,7 @@ def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
         "concurrency": first.shape.peak if single and first.mode == "closed" else None,
         "planned_duration_s": info.planned_duration_s,
         "warmup_s": info.window_start_s,
-        "phases": [
-            {"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases
-        ],
+        "phases": [{"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases],
     }
 
 
@@ -469,9 +453,4 @@ def _attempts(
     if attempts is None:
         return {"rate_limited": rate_limited, "retried": 0, "attempts": rows, "resent": resent}
     sends = np.nan_to_num(attempts.astype(float), nan=1.0)
-    return {
-        "rate_limited": rate_limited,
-        "retried": int(np.sum(sends > 1)),
-        "attempts": int(sends.sum()),
-        "resent": resent,
-    }
+    return {"rate_limited": rate_limited, "retried": int(np.sum(sends > 1)), "attempts": int(sends.sum()), "resent": resent}
