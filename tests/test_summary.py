@@ -160,7 +160,9 @@ def test_throughput_counts_successes_in_the_window():
 def test_goodput_with_an_slo():
     s = summarize(_records(), _scenario(slo={"ttft": "50ms"}), INFO)
     assert s["goodput"]["requests_per_s"] == pytest.approx(50 / 11.0)
-    assert s["goodput"]["fraction"] == pytest.approx(50 / 109)  # 100 + 4 warm-up successes + 5 errors ended in the window
+    assert s["goodput"]["fraction"] == pytest.approx(
+        50 / 109
+    )  # 100 + 4 warm-up successes + 5 errors ended in the window
     assert s["goodput"]["slo_ms"]["ttft"] == pytest.approx(50.0)
     both = summarize(_records(), _scenario(slo={"ttft": "50ms", "e2e": "80ms"}), INFO)
     assert both["goodput"]["requests_per_s"] == pytest.approx(39 / 11.0)  # e2e = ttft + 40 ms <= 80 ms
@@ -249,3 +251,22 @@ def test_every_run_is_held_to_a_default_error_bound_unless_it_sets_its_own():
     assert dead["thresholds_passed"] is False
     interrupted = RunInfo(started_at=INFO.started_at, stop_reason="interrupted (SIGINT)", stopped_at_s=2.0, wall_s=2.1)
     assert summarize(_records(), _scenario(), interrupted)["thresholds"] == []  # exit 130 says it
+
+
+def test_gaps_are_walked_once_when_every_breakdown_holds_the_same_requests(monkeypatch):
+    """One phase, class and tier: the overall, by-phase, by-class and by-tier ITL figures are of the
+    same rows, so the gaps (46 million in an hour of simulation) are walked once, not four times."""
+    from surgelab.analysis.columns import Gaps
+
+    walks = []
+    summary = Gaps.summary
+    monkeypatch.setattr(
+        Gaps, "summary", lambda self, rows, scale: walks.append(rows.sum()) or summary(self, rows, scale)
+    )
+    s = summarize(_records(), _scenario(), INFO)
+    itl = s["latency_ms"]["itl"]
+    assert itl["count"] == N_OK * (TOKENS - 1) and itl["p50"] == pytest.approx(10.0)
+    assert s["by_phase"]["main"]["latency_ms"]["itl"] == itl
+    assert s["by_class"]["default"]["latency_ms"]["itl"] == itl
+    assert s["by_tier"]["default"]["latency_ms"]["itl"] == itl
+    assert len(walks) == 1

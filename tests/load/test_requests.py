@@ -157,3 +157,24 @@ def test_same_seed_same_requests_in_any_order_other_seed_other_requests():
     other, stream = _specs(5), _specs(4, stream=1)
     assert all(one[i] != other[i] for i in range(300))
     assert all(one[i] != stream[i] for i in range(300))  # another phase, another stream
+
+
+def test_specs_without_text_differ_only_in_the_prompt_text():
+    """``spec(i, text=False)`` (what the simulator asks for when it only counts tokens) is ``spec(i)`` less its text."""
+    from dataclasses import replace
+
+    workload = Workload(
+        mix=[{"name": "x", "weight": 2, "prompt_tokens": {"dist": "lognormal", "mean": 50, "std": 30}, "system_prompt_tokens": 12},
+             {"name": "y", "weight": 1, "shared_prefix": {"fraction": 0.5, "tokens": 5}},
+             {"name": "s", "weight": 1, "session": {"turns": 2}}],
+    )  # fmt: skip
+    sampler = WorkloadSampler(workload, seed=3)
+    full, lean = [sampler.spec(i) for i in range(300)], [sampler.spec(i, text=False) for i in range(300)]
+    assert [replace(s, prompt="") for s in full if s.request_class != "s"] == [
+        s for s in lean if s.request_class != "s"
+    ]
+    assert all(s.prompt == "" for s in lean if s.request_class != "s")
+    assert [s for s in full if s.request_class == "s"] == [
+        s for s in lean if s.request_class == "s"
+    ]  # a session resends its text
+    assert {s.request_class for s in lean} == {"x", "y", "s"} and any(TOKENIZER.count(s.prompt) for s in full)

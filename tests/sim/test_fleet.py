@@ -205,3 +205,24 @@ def test_crashes_drawn_by_mtbf_recover(tmp_path):
     back = [c for c in crashes if "back_at_s" in c]
     assert back and all(c["back_at_s"] == pytest.approx(c["at_s"] + 15.0) for c in back)  # recovery + cold start
     assert result.summary["requests"]["ok"] > 0.9 * result.summary["requests"]["scheduled"]
+
+
+def test_prompt_texts_are_built_only_where_the_fleet_reads_them(tmp_path, monkeypatch):
+    """Without a response or prefix cache only prompt lengths count, so the simulator leaves the texts
+    unbuilt (``PromptFactory.spec(i, text=False)``): the records are those of building every text. With
+    an exact cache the texts are built, and unique synthetic prompts never hit."""
+    from surgelab.sim.traffic import Traffic
+
+    workload = {"prompt_tokens": {"dist": "uniform", "min": 50, "max": 400}, "output_tokens": 20,
+                "shared_prefix": {"fraction": 0.5, "tokens": 30}, "system_prompt_tokens": 10}  # fmt: skip
+    scen = scenario({"rate": 20, "duration": "10s"}, workload=workload)
+    pools = [{"replicas": 1, "profile": "llama3-8b-h100"}]
+    lean = run(tmp_path, scen, fleet(pools=pools), "lean")
+    init = Traffic.__init__
+    monkeypatch.setattr(Traffic, "__init__", lambda self, s, texts=True: init(self, s, True))
+    full = run(tmp_path, scen, fleet(pools=pools), "full")
+    monkeypatch.setattr(Traffic, "__init__", init)
+    records = pq.read_table(lean.run_dir / "records.parquet")
+    assert records.num_rows > 150 and records.equals(pq.read_table(full.run_dir / "records.parquet"))
+    cached = run(tmp_path, scen, fleet(pools=pools, cache={"exact": True}), "cached")
+    assert cached.fleet["cache_hits"] == 0 and cached.summary["requests"]["ok"] == records.num_rows

@@ -28,3 +28,31 @@ def test_bulk_table_equals_record_buffer():
     expected = buffer.take()
     got = Recorder._table([m for m, _ in rows], [o for _, o in rows])
     assert got.equals(expected)
+
+
+def test_records_written_in_batches_come_out_sorted_by_id_as_one(tmp_path, monkeypatch):
+    """Batches (flushed as the run goes) are joined, sorted by id and written: the same table as one batch."""
+    import pyarrow.parquet as pq
+
+    import surgelab.sim.recorder as recorder
+
+    rows = []
+    for k, i in enumerate([7, 3, 11, 0, 5, 9, 1, 4]):  # finish order is not id order
+        first = 1_000_000 * k
+        times = [first + j * 2_500_000_123 for j in range(k % 4)]  # gaps of 2.5 s: more ns than an int32 holds
+        meta = RecordMeta(id=i, intended_ns=first, warmup=False)
+        rows.append((meta, Outcome(sent_ns=first, end_ns=first + 1, token_ns=array("q", times))))
+    monkeypatch.setattr(recorder, "_FLUSH_ROWS", 3)
+    batched = Recorder(tmp_path / "batched")
+    (tmp_path / "batched").mkdir()
+    for meta, out in rows:
+        batched(meta, out)
+    got = batched.close()
+    rows.sort(key=lambda r: r[0].id)
+    buffer = RecordBuffer()
+    for meta, out in rows:
+        buffer.add(meta, out)
+    expected = buffer.take()
+    assert got.equals(expected)
+    assert pq.read_table(tmp_path / "batched" / "records.parquet").equals(expected)
+    assert got["itl_us"].to_pylist()[3] == [2_500_000, 2_500_000]  # id 4, the 8th to finish: k = 7, 3 tokens

@@ -85,6 +85,7 @@ class RecordColumns:
         source = ColumnSource(records)
         self.source = source
         self.gaps = Gaps(source)  # only the gap counts: the gaps are read again when walked
+        self._last_itl: tuple[np.ndarray, float, dict[str, Any]] | None = None
         self.state = labels(source, "state")
         self.phase = labels(source, "phase")
         self.request_class = labels(source, "request_class")
@@ -108,8 +109,17 @@ class RecordColumns:
         return self.gaps.values(mask)
 
     def itl_distribution(self, mask: np.ndarray, scale: float = 1000) -> dict[str, Any]:
-        """``distribution(self.itl_of(mask), scale)``, computed without holding the gaps as floats."""
-        return gap_distribution(self.gaps.summary(mask, scale))
+        """``distribution(self.itl_of(mask), scale)``, computed without holding the gaps as floats.
+
+        The last result is kept: a run of one phase, class or tier asks for the same rows in
+        every breakdown, and walking millions of gaps again would give the same figures.
+        """
+        last = self._last_itl
+        if last is not None and last[1] == scale and np.array_equal(last[0], mask):
+            return dict(last[2])
+        result = gap_distribution(self.gaps.summary(mask, scale))
+        self._last_itl = (mask.copy(), scale, result)
+        return dict(result)
 
     def mean_itl(self) -> np.ndarray:
         return self.gaps.mean_per_request()

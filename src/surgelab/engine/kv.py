@@ -97,7 +97,14 @@ class KVCache:
         Evicts unreferenced cached blocks, least recently used first, as ``grow`` does: any
         number of one-block allocations evicts exactly what one allocation of their sum does.
         """
-        return self._allocate(alloc, blocks)
+        if blocks <= 0:
+            return True
+        unused = self.num_blocks - self._private - len(self._refs)
+        if unused < blocks:
+            return self._allocate(alloc, blocks)
+        self._private += blocks
+        alloc.private += blocks
+        return True
 
     def promote(self, alloc: Allocation, hashes: tuple[int, ...]) -> None:
         """Publish a request's computed prompt blocks in the prefix cache."""

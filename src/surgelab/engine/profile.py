@@ -93,6 +93,12 @@ class EngineProfile:
             self.s_per_kv_token,
             self.prefill_s_per_token,
         )
+        if len(tokens) > 2 and per_token * max(tokens[1:]) <= base + per_kv * min(kv_tokens_read[1:]):
+            # memory-bound at every step after the first (a run's planned decode steps): the same sums,
+            # fewer comparisons
+            n, r = tokens[0], kv_tokens_read[0]
+            first = overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
+            return [first, *[overhead + (base + per_kv * r) for r in kv_tokens_read[1:]]]
         return [  # overhead + max(memory, compute)
             overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
             for n, r in zip(tokens, kv_tokens_read)

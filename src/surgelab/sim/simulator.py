@@ -41,7 +41,7 @@ class Simulator:
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
-        self.traffic = Traffic(scenario)
+        self.traffic = Traffic(scenario, texts=fleet.cache.exact or fleet.cache.prefix)  # else only lengths count
         self.timeline = Timeline(fleet.timeline_interval)
         self.failures: list[dict] = []
         self.shed = self.lost = self.events_processed = 0
@@ -61,14 +61,19 @@ class Simulator:
         """Simulate until nothing is left to happen; return the end time (ns)."""
         self.push_all(self._initial_events())
         heap, pop, push, seq = self._heap, heapq.heappop, heapq.heappush, self._seq
+        processed = 0
         while heap:
             time, _, _, event = pop(heap)
             if event.cancelled:
                 continue
             self.now, self.current = time, event
-            self.events_processed += 1
-            for follow in event.handle(self):
-                push(heap, (follow.time, follow.rank, next(seq), follow))
+            processed += 1
+            # ``Call.handle``, inlined (one Python call less per event)
+            follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
+            if follows:
+                for follow in follows:
+                    push(heap, (follow.time, follow.rank, next(seq), follow))
+        self.events_processed += processed
         return max(self.now, self.traffic.end_ns)
 
     def active(self) -> bool:

@@ -53,13 +53,15 @@ class _Source:
         self.plan, self.load = plan, plan.phase.load
         self.in_flight = 0
         self.issue = itertools.count()
-        self.offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
+        offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
+        self.offsets: list[int] | None = None if offsets is None else offsets.tolist()  # Python ints: read one by one
         self.steady = isinstance(self.load.shape, Steady)
 
 
 class Traffic:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, texts: bool = True) -> None:
         self.scenario = scenario
+        self.texts = texts  # prompt texts are built (False: only their lengths count, ``PromptFactory.spec``)
         self.plans = plan_phases(scenario)
         self.sources = [_Source(scenario, p) for p in self.plans]
         t = scenario.target.timeouts
@@ -85,7 +87,7 @@ class Traffic:
         for src in self.sources:
             if src.offsets is not None:
                 if len(src.offsets):
-                    events.append(Call(int(src.offsets[0]), Rank.ARRIVAL, self._open_arrival, src, 0))
+                    events.append(Call(src.offsets[0], Rank.ARRIVAL, self._open_arrival, src, 0))
                 continue
             users = math.ceil(src.load.shape.peak)
             for user in range(users):
@@ -106,12 +108,14 @@ class Traffic:
     # -- arrivals ---------------------------------------------------------------------------
 
     def _open_arrival(self, sim: Simulator, src: _Source, i: int) -> Iterable[Event]:
+        offsets = src.offsets
+        assert offsets is not None
         events: list[Event] = []
-        if i + 1 < len(src.offsets):
-            events.append(Call(int(src.offsets[i + 1]), Rank.ARRIVAL, self._open_arrival, src, i + 1))
+        if i + 1 < len(offsets):
+            events.append(Call(offsets[i + 1], Rank.ARRIVAL, self._open_arrival, src, i + 1))
         plan, intended = src.plan, sim.now
         if src.in_flight >= src.load.max_in_flight:
-            meta = meta_for(plan, i, plan.sampler.spec(i), intended, -1)
+            meta = meta_for(plan, i, plan.sampler.spec(i, self.texts), intended, -1)
             sim.record(meta, Outcome(state=State.DROPPED, error=f"max_in_flight ({src.load.max_in_flight}) reached"))
             return events
         src.in_flight += 1
@@ -134,7 +138,7 @@ class Traffic:
         plan, sampler = ctx.source.plan, ctx.sampler
         if ctx.turn == 0:
             user_state = ctx.conversation
-            ctx.first = spec = sampler.spec(ctx.index)
+            ctx.first = spec = sampler.spec(ctx.index, self.texts)
             ctx.conversation = (sampler.conversation(ctx.index), user_state)
             if ctx.conversation[0] is not None:
                 ctx.turn = 1

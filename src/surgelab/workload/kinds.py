@@ -137,7 +137,7 @@ def build(factory: PromptFactory, index: int, spec: RequestSpec, media: bool = T
                   "index": index, "request_class": c.name}  # fmt: skip
         return replace(spec, payload=(template.method, template.path, template.body, dict(template.headers), values))
     if kind == "flow":
-        steps = tuple(step.spec(index, media) for step in factory.steps)
+        steps = tuple(step.spec(index, media=media) for step in factory.steps)
         return replace(spec, steps=steps, prompt_tokens=sum(s.prompt_tokens for s in steps), input_units=float(len(steps)))
     return spec
 

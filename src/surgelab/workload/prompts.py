@@ -36,14 +36,16 @@ class _Blocks:
     def __init__(self, seed: Sequence[int], draw) -> None:
         self._seed, self._draw, self._cache = list(seed), draw, {}
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int) -> tuple:
         block, offset = divmod(index, _BLOCK)
         cached = self._cache.get(block)
         if cached is None:
             if len(self._cache) > 64:
                 self._cache.clear()
-            cached = self._cache[block] = self._draw(np.random.default_rng([*self._seed, block]))
-        return tuple(column[offset] for column in cached)
+            columns = self._draw(np.random.default_rng([*self._seed, block]))
+            # one tuple of Python values per index: reading a draw is then one list lookup
+            cached = self._cache[block] = list(zip(*(column.tolist() for column in columns)))
+        return cached[offset]
 
 
 @dataclass(frozen=True)
@@ -99,23 +101,30 @@ class PromptFactory:
 
         self._draws = _Blocks([*key, 1], draw)
 
-    def spec(self, index: int, media: bool = True) -> RequestSpec:
-        """Request ``index``; ``media=False`` sizes its images and audio without making them (``surgelab preview``)."""
+    def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
+        """Request ``index``. ``text=False``: its prompt text is left empty when nothing but its
+        length depends on it (no dataset, session or payload kind) — for callers that only count
+        tokens, as the simulator does without a response or prefix cache; every other field is the same.
+        ``media=False`` sizes its images and audio without making them (``surgelab preview``).
+        """
         n, max_tokens, with_prefix, row = self._draws[index]
-        n, max_tokens = int(n), int(max_tokens)
-        around = self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
+        c = self.cls
+        kind = c.request_kind
+        around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
-            text = self.text(index, n)
+            lean = not text and c.session is None and kind not in PAYLOAD_KINDS
+            prompt = "" if lean else self.text(index, n)
         else:
-            text, n, max_tokens = self._from_dataset(index, int(row), n, max_tokens)
+            lean = False
+            prompt, n, max_tokens = self._from_dataset(index, row, n, max_tokens)
         tokens = n + around + self._system_tokens
         if with_prefix:
-            text = self.shared_prefix + ("" if text.startswith(" ") else " ") + text
-            tokens += self.cls.shared_prefix.tokens  # type: ignore[union-attr]
-        c = self.cls
+            if not lean:
+                prompt = self.shared_prefix + ("" if prompt.startswith(" ") else " ") + prompt
+            tokens += c.shared_prefix.tokens  # type: ignore[union-attr]
         spec = RequestSpec(
-            prompt=text,
+            prompt=prompt,
             prompt_tokens=tokens,
             max_tokens=max_tokens,
             system_prompt=self.system_prompt,
@@ -124,9 +133,9 @@ class PromptFactory:
             endpoint=c.endpoint,
             extra=c.sampling,
             keep_text=c.session is not None,
-            kind=c.request_kind,
+            kind=kind,
         )
-        if c.request_kind in PAYLOAD_KINDS:
+        if kind in PAYLOAD_KINDS:
             return build_kind(self, index, spec, media)
         return spec
 
@@ -236,8 +245,8 @@ class WorkloadSampler:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
         return self.factories[int(k)]
 
-    def spec(self, index: int, media: bool = True) -> RequestSpec:
-        return self.factory(index).spec(index, media)
+    def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
+        return self.factory(index).spec(index, text, media)
 
     def profile(self, user_key: Sequence[int]) -> PromptFactory:
         """The class a closed-loop user keeps for the whole run (``workload.assign: user``)."""

@@ -29,10 +29,11 @@ class TraceSampler:
         self.tokenizer = self.base.tokenizer
         self.blocks = BlockPromptBuilder(seed, block_size) if self.trace.prefix_blocks is not None else None
 
-    def spec(self, index: int, media: bool = True) -> RequestSpec:
+    def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
+        """Request ``index``: the trace row's lengths (and text); ``text`` and ``media`` as ``PromptFactory.spec``'s."""
         row = int(self.rows[index])
         factory = self.base.factory(index)
-        base = factory.spec(index, media)
+        base = factory.spec(index, text=False, media=media)  # its prompt is replaced below
         trace = self.trace
         output = int(trace.output_tokens[row])
         if trace.texts is not None:
