@@ -340,6 +340,7 @@ def closed_loop(
         cli, reconciled, d / "run",
         "--url", f"{URL}/v1", "--model", MODEL, "--concurrency", "2", "--duration", "12s",
         "--prompt-tokens", str(PROMPT_TOKENS), "--max-tokens", str(OUTPUT_TOKENS),
+        "--no-preflight",  # counters compared exactly, as in scenario()
     )  # fmt: skip
 
 
