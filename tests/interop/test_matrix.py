@@ -130,7 +130,9 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
     assert requests == len(rows), f"the server saw {requests} requests for {len(rows)} sent"
     _check_tokens(rows, behaviour)
     for name, value in timing.items():
-        bound = ANSWER_TOLERANCE_MS if name == "answer" else TOLERANCE_MS
+        # a server that closes idle connections races the next send: a request can meet the close and go again
+        # on a new connection (counted in `resends`), paying a round trip of the stack's, not the client's
+        bound = ANSWER_TOLERANCE_MS if name == "answer" or behaviour.server == "idle" else TOLERANCE_MS
         assert abs(value - SCRIPT_MS[name]) <= bound, (
             f"{name} median {value:.2f} ms, script {SCRIPT_MS[name]:g} ms"
         )
