@@ -110,3 +110,17 @@ def test_a_curve_is_instead_of_an_engine_not_beside_one() -> None:
     with pytest.raises(FleetError) as err:
         build_fleet({"pools": [{"profile": "tiny", "latency_curve": {"base_latency": 0.05, "capacity": 8}}]})
     assert "exactly one of profile (engine), service_time (queueing model) or latency_curve" in err.value.messages[0]
+
+
+def test_a_crash_loses_what_the_curve_holds_and_the_restarted_replica_serves_again(tmp_path) -> None:
+    flt = build_fleet({"pools": [{"latency_curve": {"base_latency": "50ms", "capacity": 8},
+                                  "failures": {"crashes": [{"at": "0.1s"}], "recovery": "0.2s"}}]})  # fmt: skip
+    result = run(tmp_path, scenario({"concurrency": 4, "duration": "1s"}), flt)
+    records = _e2e_ns(result.run_dir)
+    lost = [r for r in records if r[3] == "connection_error"]
+    assert (
+        len(lost) >= 4 and records[-1][3] == "ok"
+    )  # the four held at the crash, then refused ones; served again after
+    assert {e2e for _, sent, e2e, state in records if state == "ok" and sent > 300_000_000} == {
+        round(0.05 / math.log2(5) * 1e9)
+    }

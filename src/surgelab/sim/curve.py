@@ -79,6 +79,8 @@ def _admit(sim: Simulator, rep: Replica, backend: CurveBackend) -> Iterable[Even
     batch = [r for r in backend.arriving if r.replica is rep and not r.done]
     backend.settle(rep, now)
     backend.arriving = []
+    if not batch:  # admitted already at this instant, or lost with a crash
+        return ()
     backend.held += len(batch)
     held = backend.held
     span = max(1, round(curve.latency(held) * SECOND))
