@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SECOND", "parse_duration", "parse_ratio", "format_duration"]
+__all__ = ["SECOND", "parse_duration", "parse_ratio", "format_duration", "format_rate"]
 
 SECOND = 1_000_000_000  # nanoseconds: every clock of a run (real and simulated) counts in them
 
@@ -71,3 +71,8 @@ def format_duration(seconds: float) -> str:
         return f"{minutes}m{rest:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def format_rate(value: float) -> str:
+    """A rate for people: from 100 up, one decimal with thousands separators (``10,143.8``); else 3 digits."""
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from surgelab.units import format_rate
+
 __all__ = ["Knee", "KneeResult", "kneedle", "find_knee"]
 
 MIN_POINTS = 3  # fewer levels than this cannot show a bend
@@ -121,7 +123,8 @@ def find_knee(
     if t_knee is not None:
         parts.append(
             f"throughput bends at {offered_a[i]:g} {unit}".rstrip()
-            + f": {achieved_a[i]:.3g} req/s, {achieved_a[i] / peak:.0%} of the highest measured ({peak:.3g} req/s)"
+            + f": {format_rate(achieved_a[i])} req/s, {achieved_a[i] / peak:.0%} of the highest measured"
+            + f" ({format_rate(peak)} req/s)"
         )
         later = [j for j in range(offered_a.size) if offered_a[j] > offered_a[i]]
         if later:

@@ -116,13 +116,13 @@ def size_fleet(inputs: FleetInputs) -> FleetPlan:
     total = base + inputs.spares
     hourly, monthly = _cost(inputs, total)
     lines = [
-        f"per-instance target = SLA capacity × safety = {inputs.capacity:.4g} × {inputs.safety:g} = {target:.4g} req/s",
-        f"instances = ceil(peak ÷ target) = ceil({inputs.peak:.4g} ÷ {target:.4g}) = ceil({exact:.4g}) = {base}",
+        f"per-instance target = SLA capacity × safety = {inputs.capacity:.6g} × {inputs.safety:g} = {target:.6g} req/s",
+        f"instances = ceil(peak ÷ target) = ceil({inputs.peak:.6g} ÷ {target:.6g}) = ceil({exact:.4g}) = {base}",
     ]
     if inputs.spares:
         lines.append(f"with N+{inputs.spares} failure tolerance: {base} + {inputs.spares} = {total}")
     lines.append(
-        f"at the peak: {inputs.peak:.4g} ÷ ({total} × {inputs.capacity:.4g}) = "
+        f"at the peak: {inputs.peak:.6g} ÷ ({total} × {inputs.capacity:.6g}) = "
         f"{inputs.peak / (total * inputs.capacity):.1%} of the fleet's SLA capacity"
     )
     if hourly is not None and monthly is not None:

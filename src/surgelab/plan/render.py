@@ -7,6 +7,7 @@ from rich.table import Table
 
 from surgelab.plan.capacity import CapacityPlan
 from surgelab.plan.queueing import MMc
+from surgelab.units import format_rate
 
 __all__ = ["print_plan", "print_mmc"]
 
@@ -19,7 +20,7 @@ def print_plan(plan: CapacityPlan, console: Console) -> None:
     fleet = plan.fleet
     inp = fleet.inputs
     console.print(
-        f"per-instance SLA capacity: [bold]{plan.capacity:.4g} req/s[/] ({plan.capacity_source})", highlight=False
+        f"per-instance SLA capacity: [bold]{format_rate(plan.capacity)} req/s[/] ({plan.capacity_source})", highlight=False
     )
     for line in fleet.arithmetic:
         console.print(f"  {line}", highlight=False)
@@ -47,8 +48,8 @@ def print_plan(plan: CapacityPlan, console: Console) -> None:
     if m:
         line = (
             f"M/M/c check: c = {m['servers']} slots (in flight at the knee), S = {m['service_time_s'] * 1000:.0f} ms "
-            f"(mean E2E at the lowest level) → saturation c/S = {m['predicted_saturation_rps']:.4g} req/s; "
-            f"measured plateau {m['measured_plateau_rps']:.4g} req/s ({m['departure']:+.0%})"
+            f"(mean E2E at the lowest level) → saturation c/S = {format_rate(m['predicted_saturation_rps'])} req/s; "
+            f"measured plateau {format_rate(m['measured_plateau_rps'])} req/s ({m['departure']:+.0%})"
         )
         if m.get("predicted_wait_at_capacity_s") is not None and m.get("measured_wait_at_capacity_s") is not None:
             line += (

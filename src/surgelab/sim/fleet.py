@@ -1,7 +1,8 @@
 """The fleet: what serves the scenario's traffic in a simulation, as pure data.
 
-A fleet is one or more *pools* of identical replicas (an engine profile, or a plain
-service-time model for queueing checks), a router in front of them, an optional admission
+A fleet is one or more *pools* of identical replicas (an engine profile, a plain
+service-time model for queueing checks, or a latency curve: a service whose every request
+takes a time set by how many it holds, seed 002's toy), a router in front of them, an optional admission
 queue, a response cache, autoscaling per pool, pre-scaling, and failures. Every duration
 accepts unit strings (``30s``, ``250ms``) and is stored in seconds. Nothing here holds a
 clock, an RNG or state: the simulator builds its runtime objects from this.
@@ -9,6 +10,7 @@ clock, an RNG or state: the simulator builds its runtime objects from this.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -18,7 +20,7 @@ from surgelab.units import parse_duration
 
 __all__ = [
     "Fleet", "Pool", "Router", "HealthCheck", "Autoscale", "ScalingRules", "ScalingPolicy", "ScaleToZero",
-    "Forecast", "ScheduledScale", "Admission", "Cache", "Failures", "Crash",
+    "Forecast", "ScheduledScale", "Admission", "Cache", "Failures", "Crash", "LatencyCurve",
 ]  # fmt: skip
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
@@ -112,13 +114,83 @@ class Failures(_Model):
     recovery: Seconds = Field(60.0, description="From a crash until the replica starts again (then its cold start).")
 
 
+class LatencyCurve(_Model):
+    """A service whose every request takes a time set by how many requests it holds (seed 002's toy).
+
+    With ``C`` the capacity (``capacity``, or ``int(gpu_memory ÷ memory_per_request)`` as the
+    seed sizes it) and ``c`` the requests held when a request is admitted (itself included):
+    up to ``C``, latency = max(``base_latency`` ÷ speedup(c), ``floor``), speedup(c) = log2(c + 1)
+    (``speedup: log2``) or 1 (``none``); past ``C``, latency = ``base_latency`` × (1 + ``overload`` ×
+    (c ÷ C − 1)²). A share of the requests fails once c exceeds ``errors_above`` × C: min(
+    ``error_slope`` × (c − ``errors_above`` × C) ÷ C, ``max_error_rate``).
+    """
+
+    base_latency: PositiveSeconds = Field(description="One request alone takes this long.")
+    speedup: Literal["log2", "none"] = Field(
+        "log2", description="Up to capacity: log2 divides base_latency by log2(c + 1); none keeps it constant."
+    )
+    floor: Seconds = Field(0.0, description="No request is faster than this.")
+    capacity: int | None = Field(None, ge=1, description="Requests held at full speed (or give the memory pair).")
+    gpu_memory: float | None = Field(
+        None, gt=0, description="Memory of the replica (GB): capacity = int(gpu_memory ÷ memory_per_request)."
+    )
+    memory_per_request: float | None = Field(None, gt=0, description="Memory one request holds (GB).")
+    overload: float = Field(0.0, ge=0, description="Past capacity: base_latency × (1 + overload × (c/C − 1)²).")
+    errors_above: float | None = Field(None, gt=0, description="Requests fail once c > this × capacity (none: never).")
+    error_slope: float = Field(
+        1.0, ge=0, description="Failed share per capacity-worth of requests past errors_above × C."
+    )
+    max_error_rate: float = Field(0.5, ge=0, le=1, description="The failed share never exceeds this.")
+
+    @model_validator(mode="after")
+    def _sized(self) -> LatencyCurve:
+        memory = (self.gpu_memory, self.memory_per_request)
+        if self.capacity is None and None in memory:
+            raise ValueError("give capacity, or both gpu_memory and memory_per_request")
+        if self.capacity is not None and memory != (None, None):
+            raise ValueError("give capacity or gpu_memory with memory_per_request, not both")
+        if self.capacity is None and self.slots < 1:
+            raise ValueError(
+                f"gpu_memory ({self.gpu_memory:g}) ÷ memory_per_request ({self.memory_per_request:g}) holds no request"
+            )
+        return self
+
+    @property
+    def slots(self) -> int:
+        """C: requests held at full speed."""
+        if self.capacity is not None:
+            return self.capacity
+        assert self.gpu_memory is not None and self.memory_per_request is not None
+        return int(self.gpu_memory / self.memory_per_request)  # the seed's rounding: whole requests
+
+    def latency(self, held: int) -> float:
+        """Seconds a request takes when it is admitted with ``held`` requests on the replica (itself included)."""
+        cap = self.slots
+        if held <= cap:
+            speedup = math.log2(held + 1) if self.speedup == "log2" else 1.0
+            return max(self.base_latency / speedup, self.floor)
+        return self.base_latency * (1 + self.overload * (held / cap - 1) ** 2)
+
+    def error_rate(self, held: int) -> float:
+        """The share of the requests admitted at ``held`` that fail."""
+        if self.errors_above is None:
+            return 0.0
+        start = self.errors_above * self.slots
+        if held <= start:
+            return 0.0
+        return min(self.error_slope * (held - start) / self.slots, self.max_error_rate)
+
+
 class Pool(_Model):
-    """Identical replicas: an engine profile, or a service-time model (``service_time``)."""
+    """Identical replicas: an engine profile, a service-time model (``service_time``) or a ``latency_curve``."""
 
     name: str = "default"
     replicas: int = Field(1, ge=0, description="Replicas at the start (ready at time 0).")
     profile: str | None = Field(None, description="Engine profile: a name or a coefficients file.")
     service_time: Distribution | None = Field(None, description="Instead of an engine: each request takes this long.")
+    latency_curve: LatencyCurve | None = Field(
+        None, description="Instead of an engine: each request's latency set by the requests held at its admission."
+    )
     per_output_token: bool = Field(
         False, description="Service model: service_time is per output token (the request's max_tokens)."
     )
@@ -126,7 +198,7 @@ class Pool(_Model):
         None,
         ge=1,
         description="Requests a replica holds at once; beyond it they wait in the fleet queue. "
-        "Service model: its parallel servers (default 1); engine: unlimited (its own waiting queue) by default.",
+        "Service model: its parallel servers (default 1); engine and latency curve: unlimited by default.",
     )
     prefix_caching: bool = Field(True, description="Engine prefix cache (needs cache.prefix for the prompt hashes).")
     coalesce: Seconds = Field(
@@ -140,8 +212,8 @@ class Pool(_Model):
 
     @model_validator(mode="after")
     def _one_model(self) -> Pool:
-        if (self.profile is None) == (self.service_time is None):
-            raise ValueError("give exactly one of profile (engine) or service_time (queueing model)")
+        if sum(x is not None for x in (self.profile, self.service_time, self.latency_curve)) != 1:
+            raise ValueError("give exactly one of profile (engine), service_time (queueing model) or latency_curve")
         if self.autoscale is not None and not self.autoscale.min <= self.replicas <= self.autoscale.max:
             raise ValueError(f"replicas ({self.replicas}) must lie within autoscale min..max")
         return self

@@ -16,11 +16,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from surgelab.sim.autoscaler import Decision, Hpa
+from surgelab.sim.curve import CurveBackend
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fastengine import FastEngineBackend, fast_eligible
 from surgelab.sim.fleet import Pool
 from surgelab.sim.loader import pool_profile
-from surgelab.sim.replica import DOWN, DRAINING, READY, STARTING, STOPPED, EngineBackend, Replica, ServiceBackend
+from surgelab.sim.replica import (
+    DOWN,
+    DRAINING,
+    READY,
+    STARTING,
+    STOPPED,
+    Backend,
+    EngineBackend,
+    Replica,
+    ServiceBackend,
+)
 from surgelab.sim.request import SECOND
 
 if TYPE_CHECKING:
@@ -56,7 +67,9 @@ class PoolRuntime:
     def ready(self) -> list[Replica]:
         return [r for r in self.replicas if r.state == READY]
 
-    def _backend(self) -> EngineBackend | ServiceBackend:
+    def _backend(self) -> Backend:
+        if self.cfg.latency_curve is not None:
+            return CurveBackend(self.cfg.latency_curve)
         if self.profile is not None:
             if self.fast and fast_eligible(self.profile, self.cfg.coalesce):
                 return FastEngineBackend(self.profile, self.cfg.prefix_caching, self.cfg.coalesce)
@@ -64,7 +77,7 @@ class PoolRuntime:
         return ServiceBackend(self.cfg.service_time, self.cfg.concurrency or 1, self.rng, self.cfg.per_output_token)
 
     def spawn(self, sim: Simulator, ready: bool) -> list[Event]:
-        limit = self.cfg.concurrency or (None if self.profile is not None else 1)
+        limit = self.cfg.concurrency or (1 if self.cfg.service_time is not None else None)
         rep = Replica(f"{self.name}-{self._serial}", self, self._backend(), limit, sim.now, ready)
         self._serial += 1
         self.replicas.append(rep)

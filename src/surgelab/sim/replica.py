@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -30,16 +30,28 @@ from surgelab.sim.request import SECOND, SimRequest
 if TYPE_CHECKING:
     from surgelab.sim.simulator import Simulator
 
-__all__ = ["Replica", "EngineBackend", "ServiceBackend", "STARTING", "READY", "DOWN", "DRAINING", "STOPPED"]
+__all__ = ["Replica", "EngineBackend", "ServiceBackend", "Backend", "deliver_whole",
+           "STARTING", "READY", "DOWN", "DRAINING", "STOPPED"]
 
 STARTING, READY, DOWN, DRAINING, STOPPED = "starting", "ready", "down", "draining", "stopped"
+
+
+class Backend(Protocol):
+    """What serves inside a replica: an engine, the service model, or a latency curve (``curve.py``)."""
+
+    waiting: int
+
+    def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]: ...
+    def abort(self, req: SimRequest) -> None: ...
+    def settle(self, rep: Replica, now: int) -> None: ...
+    def reset(self, rep: Replica, now: int) -> None: ...
 
 
 class Replica:
     """One instance: its lifecycle state, what it holds, and the router's view of its health."""
 
     def __init__(
-        self, name: str, pool: object, backend: EngineBackend | ServiceBackend, limit: int | None, now: int, ready: bool
+        self, name: str, pool: object, backend: Backend, limit: int | None, now: int, ready: bool
     ) -> None:
         self.name, self.pool, self.backend, self.limit = name, pool, backend, limit
         self.state = READY if ready else STARTING
@@ -206,6 +218,11 @@ def _served(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
     rep.backend.busy.discard(sim.current)
     if req.replica is not rep:
         return ()
+    return deliver_whole(sim, req)
+
+
+def deliver_whole(sim: Simulator, req: SimRequest) -> Iterable[Event]:
+    """The whole answer in one chunk, now (or the client's timeout, if it came first)."""
     if not req.token(sim.now, 1):
         return sim.finish(req, req.outcome.end_ns)
     req.tokens = req.output_tokens  # one chunk holds the whole answer

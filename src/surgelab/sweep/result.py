@@ -75,22 +75,62 @@ class LevelRow:
 
 
 def completion_rate(records: pa.Table, start_s: float, end_s: float) -> tuple[float, float]:
-    """Successes (and their output tokens) per second that *ended* in ``[start_s, end_s]``.
+    """Successes (and their output tokens) per second over the window ``[start_s, end_s]``.
 
     Unlike ``summary.json``'s throughput this also counts requests sent during the settle
     period: a level's steady-state completion rate, not biased low when latency is a large
     part of a short hold.
+
+    Closed loop: the sum of every user's rate over its own **whole cycles**. A user's window
+    runs from its last answer (any outcome) at or before ``start_s`` to its first at or after
+    ``end_s`` (its first send, and ``end_s``, where it has none), and its successes in it are
+    divided by its length: no cycle is cut by an edge of the window. A user who answers every
+    L seconds is measured at exactly 1/L, so c users at a steady level add up to c/L — a
+    service that answers in rounds is not measured at c/L ± one round's c over the hold, and
+    a user's answers that come in clusters do not bias it either. Open loop (no users): the
+    successes that ended inside the window, divided by its length.
     """
     if end_s <= start_s or records.num_rows == 0:
         return 0.0, 0.0
-    end = records.column("end_ns").to_numpy(zero_copy_only=False)
-    end = np.where(end == None, np.nan, end).astype(float) / 1e9  # noqa: E711
-    ok = records.column("state").to_numpy(zero_copy_only=False).astype(str) == "ok"
+    lo, hi = round(start_s * 1e9), round(end_s * 1e9)
+    ends = records.column("end_ns").to_numpy(zero_copy_only=False)
+    ended = ends != None  # noqa: E711
+    end = np.where(ended, ends, 0).astype(np.int64)  # integer ns: exact, not float seconds
+    ok = (records.column("state").to_numpy(zero_copy_only=False).astype(str) == "ok") & ended
     tokens = records.column("output_tokens").to_numpy(zero_copy_only=False)
     tokens = np.where(tokens == None, 0, tokens).astype(float)  # noqa: E711
-    inside = ok & (end >= start_s) & (end <= end_s)
-    length = end_s - start_s
-    return float(inside.sum() / length), float(tokens[inside].sum() / length)
+    user = records.column("user").to_numpy(zero_copy_only=False)
+    users = user >= 0
+    inside = ok & ~users & (end >= lo) & (end <= hi)  # open-loop requests: the window as it is
+    window = (hi - lo) / 1e9
+    rate, tok_rate = inside.sum() / window, tokens[inside].sum() / window
+    if users.any():
+        intended = records.column("intended_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        first_send = {int(u): int(t) for u, t in zip(*_group_min(user[users], intended[users]))}
+        keep = users & ended
+        order = np.lexsort((end[keep], user[keep]))
+        e, u, good, tok = end[keep][order], user[keep][order], ok[keep][order], tokens[keep][order]
+        bounds = np.flatnonzero(np.diff(u)) + 1
+        for s, t in zip(np.r_[0, bounds], np.r_[bounds, e.size]):
+            mine = e[s:t]
+            i_lo, i_hi = np.searchsorted(mine, lo, "right"), np.searchsorted(mine, hi, "left")
+            a = int(mine[i_lo - 1]) if i_lo else first_send[int(u[s])]
+            b = int(mine[i_hi]) if i_hi < mine.size else hi
+            if b <= a:
+                continue
+            span = slice(s + np.searchsorted(mine, a, "right"), s + np.searchsorted(mine, b, "right"))
+            length = (b - a) / 1e9
+            rate += good[span].sum() / length
+            tok_rate += tok[span][good[span]].sum() / length
+    return float(rate), float(tok_rate)
+
+
+def _group_min(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct key and the least of its values."""
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    first = np.r_[True, k[1:] != k[:-1]]
+    return k[first], v[first]
 
 
 def row_from_summary(

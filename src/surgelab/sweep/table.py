@@ -8,6 +8,7 @@ from rich.table import Table
 
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import LevelRow, SweepResult
+from surgelab.units import format_rate
 
 __all__ = ["sweep_table", "print_sweep", "level_line"]
 
@@ -21,7 +22,7 @@ def _ms(value: float | None) -> str:
 def level_line(row: LevelRow, unit: str) -> str:
     """One line per finished level, for progress output."""
     return (
-        f"  {row.offered:g} {unit}: {row.requests_per_s:.3g} req/s, {row.output_tokens_per_s:,.0f} tok/s, "
+        f"  {row.offered:g} {unit}: {format_rate(row.requests_per_s)} req/s, {row.output_tokens_per_s:,.0f} tok/s, "
         f"TTFT p99 {_ms(row.latency('ttft', 'p99'))} ms, errors {row.error_rate:.1%}"
         + ("" if row.valid else " [invalid: " + "; ".join(row.validity_reasons) + "]")
     )
@@ -50,7 +51,7 @@ def sweep_table(result: SweepResult) -> Table:
         lat = row.latency
         table.add_row(
             f"{row.offered:g}",
-            f"{row.requests_per_s:.3g}",
+            format_rate(row.requests_per_s),
             f"{row.output_tokens_per_s:,.0f}",
             _ms(lat("ttft", "p50")), _ms(lat("ttft", "p99")), _ms(lat("itl", "p50")), _ms(lat("e2e", "p99")),
             f"{row.error_rate:.1%}",
@@ -82,7 +83,7 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         thin = (f" — [yellow]rests on a sparse tail: P99 of {at.measured:,} requests (needs {min_count(99):,})[/]"
                 if at is not None and cap["slo"] and sparse_percentile(at.measured, 99) else "")  # fmt: skip
         console.print(
-            f"SLA capacity: [bold]{cap['requests_per_s']:.4g} req/s[/] per instance at {cap['level']:g} {result.unit} "
+            f"SLA capacity: [bold]{format_rate(cap['requests_per_s'])} req/s[/] per instance at {cap['level']:g} {result.unit} "
             f"({rules}; errors <= {cap['max_error_rate']:.1%}){thin}",
             highlight=False,
         )
@@ -92,7 +93,7 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         ttft = "–" if b["ttft_p99_ms"] is None else f"{b['ttft_p99_ms']:,.0f} ms"
         console.print(
             f"breaking at {b['level']:g} {result.unit} ({b['multiple']:g} × {b['expected_peak']:g}): {b['mode']} — "
-            f"errors {b['error_rate']:.1%}, TTFT p99 {ttft}, {b['requests_per_s']:.3g} req/s served; "
+            f"errors {b['error_rate']:.1%}, TTFT p99 {ttft}, {format_rate(b['requests_per_s'])} req/s served; "
             f"back at {b['recovery_level']:g}: {rec}",
             highlight=False,
         )
