@@ -64,6 +64,11 @@ CASES = {
         {"replicas": 3, "cold_start": "5s", "failures": {"crashes": [{"at": "15s", "replica": 1}], "mtbf": "40s", "recovery": "3s"}},
         {"router": {"health_check": {"interval": "2s"}}, **TIMEOUTS},
     ),
+    "a region's round trip with jitter, and its outage": (
+        {"rate": 20, "duration": "30s"}, VARIED, {"region": "r", "cold_start": "2s"},
+        {"regions": [{"name": "r", "rtt": "30ms", "jitter": "10ms", "outages": [{"at": "10s", "duration": "5s"}]}],
+         "router": {"health_check": {"interval": "2s"}}},
+    ),
     "autoscaling on engine busy time": (
         {"rate": SPIKE}, LONG,
         {"replicas": 1, "cold_start": "5s", "autoscale": {"metric": "busy", "target": 0.5, "min": 1, "max": 5, "sync_period": "5s"}}, {},

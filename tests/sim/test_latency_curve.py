@@ -11,7 +11,8 @@ import pytest
 
 from surgelab.sim import FleetError, load_fleet
 from surgelab.sim.loader import build_fleet
-from tests.sim.helpers import run, scenario
+
+from .helpers import run, scenario
 
 TOY = Path(__file__).parents[2] / "examples" / "fleets" / "seed002-toy.yaml"
 

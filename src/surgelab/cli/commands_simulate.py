@@ -58,14 +58,29 @@ def simulate_command(
         data = compare_runs([r.run_dir for r in results])  # the same report as comparing measured runs
         HtmlOutput(base / "compare.html").finalize(data)
         console.print(f"comparison report: {base / 'compare.html'}", highlight=False)
-    console.print(_table(rows))
+    console.print(_table(rows, results))
+    for result in results:
+        for cache in result.fleet.get("caches", ()):
+            if cache["warning"]:
+                console.print(f"warning: {result.fleet['name']}: {cache['warning']}", style="yellow", highlight=False)
 
 
 def _fmt(value: float | None, digits: int = 0) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
-def _table(rows: list[dict]) -> Table:
+def _cache_cell(result) -> str:
+    caches = result.fleet.get("caches") or []
+    if not caches:
+        return "–"
+    c = caches[0]
+    rate = "–" if c["hit_rate"] is None else f"{c['hit_rate']:.1%}"
+    memory = "–" if c["memory_gb"] is None else f"{c['memory_gb']:.1f} GB"
+    traded = "" if c["sequences_traded"] is None else f" = {c['sequences_traded']:,} seqs"
+    return f"{rate}, {memory}{traded}"
+
+
+def _table(rows: list[dict], results: list | None = None) -> Table:
     table = Table(title="fleets on the same schedule")
     table.add_column("")
     for row in rows:
@@ -82,4 +97,6 @@ def _table(rows: list[dict]) -> Table:
     ]
     for label, cell in lines:
         table.add_row(label, *(cell(r) for r in rows))
+    if results and any(r.fleet.get("caches") for r in results):
+        table.add_row("cache hit, memory", *(_cache_cell(r) for r in results))
     return table

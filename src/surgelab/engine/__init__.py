@@ -8,6 +8,7 @@ lets that time pass, in wall time (``surgelab serve``) or virtual time (the simu
 
 from surgelab.engine.core import Engine, RequestRejected
 from surgelab.engine.hardware import GPU, Deployment, Model
+from surgelab.engine.kv import sequences_that_fit
 from surgelab.engine.profile import EngineProfile, ProfileError
 from surgelab.engine.profiles import GPUS, MODELS, PROFILES, load_profile, profile_names
 from surgelab.engine.request import EngineRequest, StepResult, prefix_block_hashes
@@ -28,4 +29,5 @@ __all__ = [
     "load_profile",
     "prefix_block_hashes",
     "profile_names",
+    "sequences_that_fit",
 ]

@@ -128,4 +128,5 @@ class Deployment:
             max_model_len=self.model.max_model_len,
             model=self.model.name,
             description=f"{self.model.name} on {self.num_gpus} × {self.gpu.name}",
+            kv_bytes_per_token=self.model.kv_bytes_per_token,
         )

@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-__all__ = ["Allocation", "KVCache"]
+__all__ = ["Allocation", "KVCache", "sequences_that_fit"]
+
+
+def sequences_that_fit(kv_tokens: int, block_size: int, context_tokens: int) -> int:
+    """Sequences of ``context_tokens`` each that ``kv_tokens`` of KV cache hold, in whole blocks.
+
+    ``⌊kv_tokens ÷ block⌋ ÷ ⌈context ÷ block⌉``: a sequence holds every block its context
+    touches, a partial block included.
+    """
+    if context_tokens < 1:
+        raise ValueError(f"context must be at least 1 token, got {context_tokens}")
+    return (kv_tokens // block_size) // -(-context_tokens // block_size)
 
 
 @dataclass(slots=True)

@@ -48,6 +48,8 @@ class EngineProfile:
     model: str = "surgelab-model"
     """The model name the server reports."""
     description: str = ""
+    kv_bytes_per_token: float | None = None
+    """Bytes of KV cache one token takes (all layers), when known: what cached tokens cost in memory."""
 
     def validate(self) -> list[str]:
         """Every problem at once, as ``field: message`` lines."""
@@ -66,6 +68,9 @@ class EngineProfile:
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 errors.append(f"{name}: must be an integer >= 1, got {value!r}")
+        kv_bytes = self.kv_bytes_per_token
+        if kv_bytes is not None and not (isinstance(kv_bytes, (int, float)) and math.isfinite(kv_bytes) and kv_bytes > 0):
+            errors.append(f"kv_bytes_per_token: must be a finite number > 0, got {kv_bytes!r}")
         if not errors and self.kv_capacity_tokens < self.block_size:
             errors.append("kv_capacity_tokens: must hold at least one block")
         return errors
@@ -120,7 +125,10 @@ class EngineProfile:
         return batch / (self.step_overhead_s + max(memory, compute))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["kv_bytes_per_token"] is None:  # unknown: left out, as files written before it
+            del data["kv_bytes_per_token"]
+        return data
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], default_name: str = "custom") -> EngineProfile:

@@ -14,10 +14,10 @@ side by side on the same model and hardware, with the decode speed each would re
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from surgelab.engine.hardware import GPU, Deployment, Model
+from surgelab.engine.kv import sequences_that_fit
 
 __all__ = ["PRECISIONS", "WHAT_IF", "MemoryFit", "memory_fit", "what_if", "naive_concurrency"]
 
@@ -78,8 +78,7 @@ def memory_fit(deployment: Deployment, context_tokens: int, weights: str = "fp16
         kv_tokens = quantised.kv_capacity_tokens
     except ValueError:  # the weights alone do not fit
         kv_tokens = 0
-    block = quantised.block_size
-    sequences = (kv_tokens // block) // math.ceil(context_tokens / block)
+    sequences = sequences_that_fit(kv_tokens, quantised.block_size, context_tokens)
     step = None
     if sequences:
         step = quantised.profile("what-if").step_time(0, sequences, sequences * context_tokens)

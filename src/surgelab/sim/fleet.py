@@ -20,7 +20,8 @@ from surgelab.units import parse_duration
 
 __all__ = [
     "Fleet", "Pool", "Router", "HealthCheck", "Autoscale", "ScalingRules", "ScalingPolicy", "ScaleToZero",
-    "Forecast", "ScheduledScale", "Admission", "Cache", "Failures", "Crash", "LatencyCurve",
+    "Forecast", "ScheduledScale", "Admission", "Cache", "Failures", "Crash", "LatencyCurve", "Region",
+    "Outage",
 ]  # fmt: skip
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
@@ -181,6 +182,32 @@ class LatencyCurve(_Model):
         return min(self.error_slope * (held - start) / self.slots, self.max_error_rate)
 
 
+class Outage(_Model):
+    """The whole region is down from ``at`` for ``duration``: every replica of its pools is lost."""
+
+    at: Seconds
+    duration: PositiveSeconds
+
+
+class Region(_Model):
+    """Where pools run, seen from the clients: the network round trip to it, and its outages.
+
+    Each request's round trip is ``rtt`` plus a draw uniform in ``[-jitter, +jitter]`` (fixed by
+    the fleet's seed and the request's id), half on the way there and half on the way back.
+    """
+
+    name: str
+    rtt: Seconds = Field(0.0, description="Network round-trip time from the clients to this region.")
+    jitter: Seconds = Field(0.0, description="Each request's round trip varies uniformly within rtt ± jitter.")
+    outages: list[Outage] = Field(default_factory=list, description="Times the whole region is down.")
+
+    @model_validator(mode="after")
+    def _jitter(self) -> Region:
+        if self.jitter > self.rtt:
+            raise ValueError(f"jitter ({self.jitter:g}s) must not exceed rtt ({self.rtt:g}s)")
+        return self
+
+
 class Pool(_Model):
     """Identical replicas: an engine profile, a service-time model (``service_time``) or a ``latency_curve``."""
 
@@ -207,6 +234,7 @@ class Pool(_Model):
     cold_start: Seconds = Field(0.0, description="Model load and warm-up of a new replica before it is ready.")
     cost_per_hour: float = Field(0.0, ge=0, description="Price of one replica-hour.")
     weight: float = Field(1.0, ge=0, description="Weighted routing: this pool's share.")
+    region: str | None = Field(None, description="The region (fleet `regions`) the pool runs in; none: no network delay.")
     autoscale: Autoscale | None = None
     failures: Failures = Failures()
 
@@ -228,8 +256,10 @@ class HealthCheck(_Model):
 
 
 class Router(_Model):
-    policy: Literal["round_robin", "least_outstanding", "weighted", "failover"] = Field(
-        "least_outstanding", description="weighted: pools by weight; failover: first pool with a healthy replica."
+    policy: Literal["round_robin", "least_outstanding", "weighted", "failover", "nearest"] = Field(
+        "least_outstanding",
+        description="weighted: pools by weight; failover: first pool with a healthy replica; "
+        "nearest: the lowest-rtt region with a replica up and with room, else the next.",
     )
     health_check: HealthCheck | None = Field(None, description="Without it the router knows every crash at once.")
 
@@ -250,6 +280,12 @@ class Cache(_Model):
     ttl: PositiveSeconds = Field(300.0, description="How long a cached answer stays valid.")
     hit_latency: Seconds = Field(0.005, description="Time to answer from the cache.")
     prefix: bool = Field(False, description="Hash prompts into KV blocks so engines reuse shared prefixes.")
+    memory_gb: float | None = Field(
+        None, gt=0, description="Memory given to the response cache (GB); default: what it holds, as KV of its tokens."
+    )
+    min_hit_rate: float = Field(
+        0.2, ge=0, le=1, description="Below this hit rate a cache whose memory would have held sequences is flagged."
+    )
 
 
 class Fleet(_Model):
@@ -258,6 +294,7 @@ class Fleet(_Model):
     name: str = "fleet"
     description: str = ""
     pools: list[Pool] = Field(min_length=1)
+    regions: list[Region] = Field(default_factory=list, description="Regions the pools run in (network, outages).")
     router: Router = Router()
     admission: Admission = Admission()
     cache: Cache = Cache()
@@ -271,4 +308,13 @@ class Fleet(_Model):
             raise ValueError(f"pool names must be unique, got {names}")
         if self.router.policy == "weighted" and not any(p.weight > 0 for p in self.pools):
             raise ValueError("weighted routing needs a pool with weight > 0")
+        regions = [r.name for r in self.regions]
+        if len(set(regions)) != len(regions):
+            raise ValueError(f"regions: region names must be unique, got {regions}")
+        for i, pool in enumerate(self.pools):
+            if pool.region is not None and pool.region not in regions:
+                known = ", ".join(regions) or "none: add a `regions` list"
+                raise ValueError(f"pools[{i}].region: unknown region {pool.region!r} (regions: {known})")
+        if self.router.policy == "nearest" and not any(p.region for p in self.pools):
+            raise ValueError("router.policy: nearest needs pools with a region (and `regions` with their rtt)")
         return self

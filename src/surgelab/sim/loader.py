@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -13,6 +14,10 @@ from surgelab.sim.fleet import Fleet
 from surgelab.yamlfile import read_yaml
 
 __all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile"]
+
+
+_NAMED = re.compile(r"^([a-z_]+(?:\[\d+\]|\.[a-z_]+)*): (.+)$", re.S)
+"""A cross-field problem that names its field first (``pools[1].region: unknown region``)."""
 
 
 class FleetError(ScenarioError):
@@ -29,10 +34,12 @@ def build_fleet(
     except ValidationError as exc:
         messages = []
         for error in exc.errors():
-            loc = tuple(error["loc"])
-            messages.append(
-                f"{source}:{line_of(root, loc) or 1}: {field_path(loc, data) or 'fleet'}: {describe_error(error)}"
-            )
+            loc, path, problem = tuple(error["loc"]), None, describe_error(error)
+            if not loc and (named := _NAMED.match(problem)):  # the fleet's own checks name the field
+                path, problem = named.group(1), named.group(2)
+                loc = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", path))
+            path = path or field_path(loc, data) or "fleet"
+            messages.append(f"{source}:{line_of(root, loc) or 1}: {path}: {problem}")
         raise FleetError(messages) from None
     problems = []
     for index, pool in enumerate(fleet.pools):

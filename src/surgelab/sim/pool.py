@@ -35,9 +35,10 @@ from surgelab.sim.replica import (
 from surgelab.sim.request import SECOND
 
 if TYPE_CHECKING:
+    from surgelab.sim.regions import RegionRuntime
     from surgelab.sim.simulator import Simulator
 
-__all__ = ["PoolRuntime"]
+__all__ = ["PoolRuntime", "crash", "restart"]
 
 
 class PoolRuntime:
@@ -55,6 +56,7 @@ class PoolRuntime:
         self.latencies: list[float] = []  # E2E seconds finished since the last sync
         self._serial = 0
         self.cold_ns = round(cfg.cold_start * SECOND)
+        self.region: RegionRuntime | None = None  # set by the simulator when the pool has a region
 
     # -- replicas ---------------------------------------------------------------------------
 
@@ -83,7 +85,8 @@ class PoolRuntime:
         self.replicas.append(rep)
         events: list[Event] = []
         if not ready:
-            events.append(Call(sim.now + self.cold_ns, Rank.LIFECYCLE, _ready, rep))
+            rep.coming_up = Call(sim.now + self.cold_ns, Rank.LIFECYCLE, _ready, rep)
+            events.append(rep.coming_up)
         events.extend(self._arm_mtbf(sim, rep))
         return events
 
@@ -178,6 +181,9 @@ class PoolRuntime:
 def _ready(sim: Simulator, rep: Replica) -> Iterable[Event]:
     if rep.state != STARTING:
         return ()
+    if rep.pool.region is not None and rep.pool.region.down:  # type: ignore[attr-defined]
+        rep.state = DOWN  # nothing comes up in a region that is down; it starts when the region is back
+        return ()
     rep.state = READY
     if rep.crash is None or sim.fleet.router.health_check is None:
         rep.router_up = True
@@ -187,33 +193,45 @@ def _ready(sim: Simulator, rep: Replica) -> Iterable[Event]:
     return sim.dispatch()
 
 
-def crash(sim: Simulator, rep: Replica) -> Iterable[Event]:
-    """The replica dies: it loses what it holds, and starts again after ``recovery``."""
+def crash(sim: Simulator, rep: Replica, region: str | None = None) -> Iterable[Event]:
+    """The replica dies: it loses what it holds, and starts again after ``recovery``.
+
+    With ``region`` (an outage of that region) it stays down until the region is back.
+    """
     if rep.state not in (READY, DRAINING, STARTING) or not sim.active():
         return ()
     pool: PoolRuntime = rep.pool  # type: ignore[assignment]
     draining = rep.state == DRAINING
+    if rep.state == STARTING and rep.coming_up is not None:
+        rep.coming_up.cancelled = True  # its restart has a cold start of its own
     rep.state = DOWN
     rep.reset(sim.now)
     rep.crash = {"replica": rep.name, "pool": pool.name, "at_s": sim.now / SECOND, "detected_at_s": None,
                  "switch_over_s": None, "lost_in_flight": len(rep.outstanding), "lost_routed": 0}  # fmt: skip
+    if region is not None:
+        rep.crash["region"] = region
     sim.failures.append(rep.crash)
     if sim.fleet.router.health_check is None:
         rep.router_up = False
         rep.crash["detected_at_s"], rep.crash["switch_over_s"] = sim.now / SECOND, 0.0
     events: list[Event] = []
+    why = "connection reset: replica crashed" if region is None else f"connection reset: region {region} is down"
     for req in list(rep.outstanding.values()):
-        events.extend(sim.lose(req, "connection reset: replica crashed"))
+        events.extend(sim.lose(req, why))
     if draining:
         pool.stop(sim, rep)
         return events
-    restart = sim.now + round(pool.cfg.failures.recovery * SECOND)
-    return [*events, Call(restart, Rank.LIFECYCLE, _restart, rep)]
+    if region is not None:
+        return events
+    at = sim.now + round(pool.cfg.failures.recovery * SECOND)
+    return [*events, Call(at, Rank.LIFECYCLE, restart, rep)]
 
 
-def _restart(sim: Simulator, rep: Replica) -> Iterable[Event]:
-    if rep.state != DOWN:
+def restart(sim: Simulator, rep: Replica) -> Iterable[Event]:
+    """A crashed replica starts again (its cold start, then ready), unless its region is still down."""
+    if rep.state != DOWN or (rep.pool.region is not None and rep.pool.region.down):  # type: ignore[attr-defined]
         return ()
     pool: PoolRuntime = rep.pool  # type: ignore[assignment]
     rep.state = STARTING
-    return [Call(sim.now + pool.cold_ns, Rank.LIFECYCLE, _ready, rep), *pool._arm_mtbf(sim, rep)]
+    rep.coming_up = Call(sim.now + pool.cold_ns, Rank.LIFECYCLE, _ready, rep)
+    return [rep.coming_up, *pool._arm_mtbf(sim, rep)]

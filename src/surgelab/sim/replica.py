@@ -63,6 +63,7 @@ class Replica:
         self.received = 0  # requests sent here, ever
         self.started_ns, self.stopped_ns = now, None
         self.crash: dict | None = None  # the failure under way, for switch-over accounting
+        self.coming_up: Event | None = None  # the end of its cold start, cancelled if it crashes meanwhile
 
     def has_capacity(self) -> bool:
         return self.limit is None or len(self.outstanding) < self.limit
@@ -72,10 +73,18 @@ class Replica:
         return self.router_up and (self.state == DOWN or (self.state == READY and self.has_capacity()))
 
     def submit(self, req: SimRequest, now: int) -> Iterable[Event]:
+        self.reserve(req)
+        return self.arrive(req, now)
+
+    def reserve(self, req: SimRequest) -> None:
+        """The router sends ``req`` here: it is held (counted against the limit) from now."""
         req.replica = self
         self.dispatched += 1
         self.received += 1
         self.outstanding[req.rid] = req
+
+    def arrive(self, req: SimRequest, now: int) -> Iterable[Event]:
+        """``req`` reaches the replica (at once, or after the network's way there)."""
         req.outcome.first_byte_ns = now
         return self.backend.submit(self, req, now)
 

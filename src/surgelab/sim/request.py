@@ -36,6 +36,7 @@ class SimRequest:
     tokens: int = 0
     stretch: int = -1  # engine step of the first token of the stretch under way (FastEngineBackend); -1: none
     place: int = 0  # its place in the engine's batch while the stretch lasts
+    back: int = 0  # the network's way back from its replica's region (ns): its times are shifted by it at the end
 
     @property
     def intended(self) -> int:

@@ -9,7 +9,10 @@ Policies (``router.policy``), over the replicas the router believes up and that 
   which then pays the total), least outstanding inside the pool — 80/20 is exact over any
   10 picks;
 - ``failover``: the first pool (primary) while the router believes any of its replicas up,
-  else the next (backup); least outstanding inside it.
+  else the next (backup); least outstanding inside it;
+- ``nearest``: the pools of the nearest region (lowest ``rtt``; a pool without a region is
+  at 0) while one of their replicas is up in the router's view and has room, least
+  outstanding among them; else the next nearest (spill-over when full or down).
 
 Without ``health_check`` the router learns of a crash at once. With it, a crashed replica
 keeps receiving requests (each lost, as ``connection_error``) until ``failures``
@@ -52,6 +55,10 @@ class RouterRuntime:
         self.cfg, self.pools = cfg, pools
         self._next = 0
         self._credit = [0.0] * len(pools)
+        by_rtt: dict[float, list[PoolRuntime]] = {}
+        for pool in pools:
+            by_rtt.setdefault(pool.region.cfg.rtt if pool.region is not None else 0.0, []).append(pool)
+        self._tiers = [by_rtt[rtt] for rtt in sorted(by_rtt)]  # nearest first
 
     def pick(self) -> Replica | None:
         policy = self.cfg.policy
@@ -66,6 +73,12 @@ class RouterRuntime:
                 rep = everyone[(self._next + k) % n]
                 if rep.routable():
                     self._next = (self._next + k + 1) % n
+                    return rep
+            return None
+        if policy == "nearest":
+            for tier in self._tiers:
+                rep = _least(r for p in tier for r in p.replicas)
+                if rep is not None:
                     return rep
             return None
         if policy == "failover":

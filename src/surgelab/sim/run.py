@@ -29,6 +29,7 @@ from surgelab.metrics.rundir import (
     write_summary_file,
 )
 from surgelab.scenario.model import Scenario
+from surgelab.sim.cache import memory_traded
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.recorder import Recorder
 from surgelab.sim.simulator import Simulator
@@ -67,6 +68,8 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     report = fleet_report(sim, fleet, end_ns, wall, table, scenario, recorder.count)
     summary["fleet"] = {k: report[k] for k in ("name", "average_instances", "replica_hours", "cost", "shed", "lost",
                                                 "sla_violations", "cache_hit_rate")}  # fmt: skip
+    if "caches" in report:
+        summary["fleet"]["caches"] = report["caches"]
     write_summary_file(run_dir, summary)
     write_json(run_dir / "fleet.json", report)
     return SimResult(run_dir, summary, report)
@@ -124,6 +127,12 @@ def fleet_report(
             "autoscaler": [d.__dict__ for d in pool.decisions],
         }
     lookups = sim.cache.hits + sim.cache.misses
+    extra: dict[str, Any] = {}
+    if fleet.cache.exact:
+        engines = [p.profile for p in sim.pools if p.profile is not None]
+        extra["caches"] = [memory_traded("response", sim.cache, engines[0] if engines else None, _mean_context(table))]
+    if sim.regions:
+        extra["regions"] = _regions(sim)
     return {
         "name": fleet.name,
         "duration_s": duration_s,
@@ -140,8 +149,56 @@ def fleet_report(
         "events": sim.events_processed,
         "wall_s": wall_s,
         "requests_per_wall_s": n / wall_s if wall_s > 0 else None,
-        "config": fleet.model_dump(mode="json", by_alias=True),
+        "config": _config(fleet),
+        **extra,
     }
+
+
+def _config(fleet: Fleet) -> dict[str, Any]:
+    """The fleet as given; options added later are left out while unset, so older outputs stay as they were."""
+    data = fleet.model_dump(mode="json", by_alias=True)
+    if not data["regions"]:
+        del data["regions"]
+    for pool in data["pools"]:
+        if pool["region"] is None:
+            del pool["region"]
+    cache = data["cache"]
+    if cache["memory_gb"] is None and cache["min_hit_rate"] == 0.2:
+        del cache["memory_gb"], cache["min_hit_rate"]
+    return data
+
+
+def _mean_context(table: pa.Table) -> float | None:
+    """Mean prompt + output tokens of the requests answered: the context a sequence holds at its end."""
+    ok = table.filter(pc.equal(table["state"], State.OK.value))
+    if not ok.num_rows:
+        return None
+    total = pc.add(pc.fill_null(ok["prompt_tokens"], 0), pc.fill_null(ok["output_tokens"], 0))
+    return float(pc.mean(total).as_py())
+
+
+def _regions(sim: Simulator) -> dict[str, Any]:
+    """Per region: its network, the requests sent to its pools, and each outage with what it cost."""
+    out = {}
+    for name, region in sim.regions.items():
+        outages = []
+        for o in region.cfg.outages:
+            hit = [f for f in sim.failures if f.get("region") == name and f["at_s"] == o.at]
+            detected = [f["detected_at_s"] for f in hit if f["detected_at_s"] is not None]
+            outages.append({
+                "at_s": o.at, "until_s": o.at + o.duration, "replicas": len(hit),
+                "lost_in_flight": sum(f["lost_in_flight"] for f in hit),
+                "lost_routed": sum(f["lost_routed"] for f in hit),
+                "detected_at_s": max(detected) if len(detected) == len(hit) and hit else None,
+            })  # fmt: skip
+        out[name] = {
+            "rtt_s": region.cfg.rtt,
+            "jitter_s": region.cfg.jitter,
+            "pools": [p.name for p in region.pools],
+            "dispatched": sum(r.received for p in region.pools for r in p.replicas),
+            "outages": outages,
+        }
+    return out
 
 
 def comparison_rows(results: list[SimResult]) -> list[dict[str, Any]]:

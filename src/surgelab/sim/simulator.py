@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from array import array
 from collections.abc import Iterable
 
 from surgelab.engine import RequestRejected
@@ -21,7 +22,8 @@ from surgelab.sim.cache import ResponseCache, block_hashes, prompt_key
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.pool import PoolRuntime, crash
-from surgelab.sim.replica import DOWN, DRAINING, Replica
+from surgelab.sim.regions import RegionRuntime, outage_events
+from surgelab.sim.replica import DOWN, DRAINING, READY, Replica
 from surgelab.sim.request import SECOND, SimRequest
 from surgelab.sim.router import RouterRuntime, health_check
 from surgelab.sim.timeline import Timeline
@@ -38,6 +40,11 @@ class Simulator:
         self._heap: list = []
         self._seq = itertools.count()
         self.pools = [PoolRuntime(p, i, fleet.seed, fast) for i, p in enumerate(fleet.pools)]
+        self.regions = {r.name: RegionRuntime(r, fleet.seed) for r in fleet.regions}
+        for pool in self.pools:
+            if pool.cfg.region is not None:
+                pool.region = self.regions[pool.cfg.region]
+                pool.region.pools.append(pool)
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
@@ -92,6 +99,8 @@ class Simulator:
             if auto is not None:
                 events.append(Call(round(auto.sync_period * SECOND), Rank.CONTROL, _sync, pool))
                 events.extend(Call(round(s.at * SECOND), Rank.CONTROL, _scheduled, pool, s.min) for s in auto.schedule)
+        for region in self.regions.values():
+            events.extend(outage_events(region))
         if self.fleet.router.health_check is not None:
             events.append(Call(round(self.fleet.router.health_check.interval * SECOND), Rank.CONTROL, health_check))
         events.append(Call(0, Rank.SAMPLE, self.timeline.sample))
@@ -131,6 +140,9 @@ class Simulator:
         return events
 
     def _deliver(self, req: SimRequest, rep: Replica) -> Iterable[Event]:
+        region = rep.pool.region  # type: ignore[attr-defined]
+        if region is not None and region.delayed:
+            return self._send_over(req, rep, region)
         if rep.state == DOWN:
             if rep.crash is not None:
                 rep.crash["lost_routed"] += 1
@@ -144,6 +156,17 @@ class Simulator:
             req.outcome.http_status = 400
             req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", self.now)
             return self.finish(req, self.now)
+
+    def _send_over(self, req: SimRequest, rep: Replica, region: RegionRuntime) -> Iterable[Event]:
+        """To a replica across the network: it gets there after the way out; its answer comes back later."""
+        there, back = region.delays(req.rid)
+        req.back = back
+        # the client's deadlines, on the replica's clock: what comes back later than this is too late
+        req.first_token_deadline -= back
+        req.total_deadline -= back
+        if rep.state != DOWN:
+            rep.reserve(req)
+        return (Call(self.now + there, Rank.ARRIVAL, _arrive, rep, req),)
 
     def dispatch(self) -> Iterable[Event]:
         """Serve the admission queue while the router finds replicas with room."""
@@ -167,10 +190,12 @@ class Simulator:
         req.done = True
         rep = req.replica
         out = req.outcome
+        if req.back:  # everything the replica did reaches the client the way back later
+            end = _shift(out, req.back, end)
         if out.state is State.OK:
             req.succeed(end)
             if req.cache_key is not None:
-                self.cache.store(req.cache_key, end)
+                self.cache.store(req.cache_key, end, req.spec.prompt_tokens + req.tokens)
         self.record(req.meta, out)
         events = list(self.traffic.done(self, req))
         if rep is not None:
@@ -197,6 +222,39 @@ class Simulator:
         req.outcome.first_byte_ns = self.now
         req.outcome.fail(State.HTTP_ERROR, f"shed: {why}", self.now)
         return self.finish(req, self.now)
+
+
+def _shift(out, back: int, end: int) -> int:
+    if out.first_byte_ns is not None:
+        out.first_byte_ns += back
+    if out.first_token_ns is not None:
+        out.first_token_ns += back
+    if len(out.token_ns):
+        out.token_ns = array("q", [t + back for t in out.token_ns])
+    if out.end_ns is not None and out.state is not State.OK:
+        out.end_ns += back
+    return end + back
+
+
+def _arrive(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
+    """A request reaches its replica across the network."""
+    if req.done:  # lost on the way (its replica crashed meanwhile)
+        return ()
+    if req.replica is not rep or rep.state not in (READY, DRAINING):
+        if rep.crash is not None:
+            rep.crash["lost_routed"] += 1
+        if req.replica is rep:
+            rep.release(req)
+        req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", sim.now)
+        sim.lost += 1
+        return sim.finish(req, sim.now)
+    try:
+        return rep.arrive(req, sim.now)
+    except RequestRejected as exc:
+        rep.release(req)
+        req.outcome.http_status = 400
+        req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", sim.now)
+        return sim.finish(req, sim.now)
 
 
 def _queue_timeout(sim: Simulator, req: SimRequest) -> Iterable[Event]:
