@@ -127,3 +127,23 @@ def test_a_negative_estimate_is_held_at_zero_with_a_warning_naming_it_and_its_va
     warning = next(n for n in result.notes if n.startswith("WARNING s_per_kv_token"))
     estimate = float(warning.split("negative, ")[1].split(" ")[0])
     assert estimate < 0 and estimate == pytest.approx(-4e-8, rel=0.5), warning
+
+
+def test_gaps_of_zero_cannot_drive_the_roofline_fit_to_an_all_compute_engine() -> None:
+    """Wall-clock records on a busy machine: 2 % of the decode gaps are 0 (two tokens in one read) and the rest jitter.
+
+    Weighted by 1/y those rows weigh 1e9 times the others: the memory part is fitted to 0, every row is assigned
+    the compute part (which then fits with the lowest loss) and decode_base_s, s_per_kv_token come out
+    "not identifiable" and 0. Measured against the prediction they are -100 % errors, and the robust fit drops them.
+    """
+    truth = replace(GPU, prefill_s_per_pair=0.0)
+    obs = _observations(truth, noise=0.05)
+    obs.gap_s[np.random.default_rng(1).choice(obs.gap_s.size, 12, replace=False)] = 0.0
+    result = fit_observations(obs)
+    c = result.coefficients
+    assert c["s_per_kv_token"].source == "fitted" and c["s_per_kv_token"].value == pytest.approx(truth.s_per_kv_token, rel=0.1)
+    assert c["prefill_s_per_token"].value == pytest.approx(truth.prefill_s_per_token, rel=0.1)
+    step_base = truth.decode_base_s + truth.step_overhead_s
+    assert c["decode_step_base_s"].value == pytest.approx(step_base, rel=0.05), c
+    assert not any("not identifiable" in n for n in result.notes), result.notes
+    assert result.samples["trimmed"] >= 12 and result.residual["decode"] < 0.05

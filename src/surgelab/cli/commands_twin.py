@@ -62,7 +62,7 @@ def fit(
     table.add_row("combine", result.profile.combine, "", "", "chosen structure")
     table.add_row("max_num_seqs", str(result.profile.max_num_seqs), "", "", "")
     console.print(table)
-    console.print("fit residual (relative RMS, after dropping " f"{result.samples['trimmed']} outlying observations): "
+    console.print("fit residual (relative RMS against bin medians, after dropping " f"{result.samples['trimmed']} outlying observations): "
                   + ", ".join(f"{k} {v:.1%}" for k, v in result.residual.items()))  # fmt: skip
     for note in result.notes:
         if note.startswith("WARNING "):

@@ -61,7 +61,7 @@ class Candidate:
 class FitResult:
     profile: EngineProfile
     coefficients: dict[str, Coefficient]
-    residual: dict[str, float]  # relative RMS error of the chosen fit per kind of observation
+    residual: dict[str, float]  # per kind: relative RMS error of the fit against bin medians (_misfit)
     samples: dict[str, int]
     notes: list[str] = field(default_factory=list)
     structure: str = "max"
@@ -112,6 +112,11 @@ def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return a, b, rms
 
 
+def _misfit(predicted: np.ndarray, y: np.ndarray) -> float:
+    """The fit's relative RMS error against the medians of bins of its prediction: how far it is from what the
+    steps typically took, not the scatter of single wall-clock gaps (a busy machine's jitter) around it."""
+    bx, by, bw = _binned(predicted, y)
+    return float(np.sqrt(np.average(((bx - by) / np.maximum(by, 1e-9)) ** 2, weights=bw))) if bw.size else 0.0
 
 
 def rows_of(obs: Observations, budget: int) -> Rows:
@@ -218,8 +223,7 @@ def fit_observations(obs: Observations, base: EngineProfile | None = None, seed:
     coefficients = _coefficients(sol, held, base is not None, notes)
     fitted = {k: c.value for k, c in coefficients.items() if k in PARAMS}
     predicted = rows.predict(structure, fitted)
-    rel = (predicted - rows.y) / np.maximum(rows.y, 1e-9)
-    residual = {name: float(np.sqrt(np.mean(rel[sol.kept & (rows.kind == k)] ** 2))) if (sol.kept & (rows.kind == k)).any() else 0.0
+    residual = {name: _misfit(predicted[mine], rows.y[mine]) if (mine := sol.kept & (rows.kind == k)).any() else 0.0
                 for k, name in KINDS.items()}  # fmt: skip
     if base is None:
         notes.append("kv_capacity_tokens and max_batched_tokens are not visible from the client: generous defaults used "

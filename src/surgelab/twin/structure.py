@@ -10,16 +10,26 @@ Every observation is one or more engine steps whose time is the profile's formul
 A *structure* is a choice of ``combine`` (``max`` or ``sum``) and of which optional terms it
 has (prefill attention, per-sequence overhead). Under ``sum`` the time is linear in the
 coefficients. Under ``max`` it is linear once each observation is assigned the part that
-dominates it, so the fit alternates: assign (decode gaps to memory, prefills to compute at
-first), solve, re-assign with the solution, until no assignment changes (at most 20 rounds).
+dominates it, so the fit alternates: assign, solve, re-assign with the solution, until no
+assignment changes (at most 20 rounds from each start, below).
 
-The solve is least squares on relative error (each row weighted by 1/y, and each kind of
-observation — decode gaps, idle prefills, mixed steps — weighted as a whole equally, however many rows it
-has), robustly (Huber reweighting, then the rows more than 5 robust standard deviations off dropped). A
-coefficient whose column is (numerically) a combination of the others' is *not identifiable*:
-it is held at a given value and never solved for; a negative estimate is held at 0 and the rest
-solved again. Standard errors are the heteroskedasticity-robust (HC1 sandwich) ones of the
-final solve, given the assignment.
+The solve is least squares on relative error, measured against the model's own prediction
+(``(y - ŷ)/ŷ``: a gap of 0 — two tokens that arrived in one read — is a 100 % error, not an
+infinite one, so it cannot pull the fit to zero), iterated from a first solve weighted by
+``1/max(y, half the median of its kind)``; each kind of observation — decode gaps, idle prefills, mixed
+steps — is weighted as a whole equally, however many rows it has. It is robust: Huber
+reweighting, then the rows more than 5 robust standard deviations off dropped. A coefficient
+whose column is (numerically) a combination of the others' is *not identifiable*: it is held at
+a given value and never solved for; a negative estimate is held at 0 and the rest solved again.
+Standard errors are the heteroskedasticity-robust (HC1 sandwich) ones of the final solve,
+given the assignment.
+
+Under ``max`` the assignment is searched from two starts — the physics (decode gaps
+memory-bound, prefills and mixed steps compute-bound) and the additive fit's own verdict — and
+of every assignment met, the one kept identifies the most coefficients and, among those, fits
+best by the ``max`` formula itself. An assignment that empties the memory or the compute part
+fits the rest with fewer constraints and can look better; it is taken only if no other
+identifies as much.
 """
 
 from __future__ import annotations
@@ -108,13 +118,24 @@ class Solution:
     kept: np.ndarray = field(default_factory=lambda: np.empty(0, bool))  # rows left after trimming
 
 
-def _weights(rows: Rows) -> np.ndarray:
-    w = 1.0 / np.maximum(rows.y, 1e-9)
+def _weights(rows: Rows, scale: np.ndarray) -> np.ndarray:
+    """Row weights for relative error against ``scale`` (s), each kind weighted as a whole equally."""
+    w = 1.0 / np.maximum(scale, 1e-9)
     for k in KINDS:
         mine = rows.kind == k
         if mine.any():
             w[mine] /= np.sqrt(mine.sum())
     return w
+
+
+def _floor(rows: Rows, fraction: float) -> np.ndarray:
+    """Per row, ``fraction`` of the median time of its kind: the least a row's error is measured against."""
+    floor = np.empty(rows.y.size)
+    for k in KINDS:
+        mine = rows.kind == k
+        if mine.any():
+            floor[mine] = fraction * float(np.median(rows.y[mine]))
+    return np.maximum(floor, 1e-9)
 
 
 def _identifiable(cols: dict[str, np.ndarray], names: list[str], w: np.ndarray) -> tuple[list[str], dict[str, str]]:
@@ -182,26 +203,43 @@ def _solve_assigned(rows, structure, memory, held_values, w):
     return values, (names, cov), why, negative, resid
 
 
+def _carried(rows: Rows, structure: Structure, memory: np.ndarray) -> int:
+    """How many of the structure's coefficients some row carries under the assignment ``memory``."""
+    return sum(bool(np.any(col)) for name, col in rows.columns(structure, memory).items() if name in structure.params)
+
+
 def _assigned(rows: Rows, structure: Structure, held_values: dict[str, float], w: np.ndarray):
-    """Solve, re-assigning each row to the part that dominates it (``max``) until the assignment holds."""
-    memory = rows.kind == 0  # decode gaps memory-bound, prefills and mixed steps compute-bound, to start
-    seen = []
-    for _ in range(_ROUNDS):
-        values, se, why, negative, resid = _solve_assigned(rows, structure, memory, held_values, w)
-        seen.append((float(resid @ resid), values, se, why, negative))
-        if structure.combine == "sum":
-            break
-        again = rows.memory_bound(values)
-        if (again == memory).all():
-            break
-        memory = again
-    return min(seen, key=lambda s: s[0])[1:]
+    """Solve, re-assigning each row to the part that dominates it (``max``) until the assignment holds.
+
+    From each start (the physics, and the additive fit's verdict), every round's solution is a
+    candidate; the one kept leaves the fewest coefficients unidentified, then has the lowest
+    weighted loss of the ``max`` formula itself (not of the linear model of its assignment).
+    """
+    physics = rows.kind == 0  # decode gaps memory-bound, prefills and mixed steps compute-bound
+    if structure.combine == "sum":
+        values, se, why, negative, _ = _solve_assigned(rows, structure, physics, held_values, w)
+        return values, se, why, negative
+    additive = Structure("sum", structure.attention, structure.per_seq)
+    starts = [physics, rows.memory_bound(_solve_assigned(rows, additive, physics, held_values, w)[0])]
+    seen, tried = [], set()
+    for memory in starts:
+        for _ in range(_ROUNDS):
+            key = memory.tobytes()
+            if key in tried:
+                break
+            tried.add(key)
+            values, se, why, negative, _ = _solve_assigned(rows, structure, memory, held_values, w)
+            loss = float(np.sum((w * (rows.y - rows.predict(structure, values))) ** 2))
+            seen.append(((-_carried(rows, structure, memory), len(why), loss), (values, se, why, negative)))
+            memory = rows.memory_bound(values)
+    return min(seen, key=lambda s: s[0])[1]
 
 
-def _relative(rows: Rows, structure: Structure, values: dict[str, float]) -> tuple[np.ndarray, float]:
-    """Each row's relative error, and a robust estimate of its spread (1.4826 × MAD)."""
-    rel = (rows.y - rows.predict(structure, values)) / np.maximum(rows.y, 1e-9)
-    return rel, max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))), 1e-9)
+def _relative(rows: Rows, structure: Structure, values: dict[str, float], floor: np.ndarray):
+    """Each row's prediction, its relative error against it, and a robust estimate of that error's spread (1.4826 × MAD)."""
+    scale = np.maximum(rows.predict(structure, values), floor)
+    rel = (rows.y - scale) / scale
+    return scale, rel, max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))), 1e-9)
 
 
 def solve(rows: Rows, structure: Structure, held_values: dict[str, float]) -> Solution:
@@ -211,16 +249,18 @@ def solve(rows: Rows, structure: Structure, held_values: dict[str, float]) -> So
     robust standard deviations), then the rows beyond 5 are dropped and the rest solved plainly:
     a step that shared its time with something the records do not show cannot drag the fit.
     """
-    base = _weights(rows)
-    values, *_ = _assigned(rows, structure, held_values, base)
+    # the first solve measures each row against what was observed, but never against less than half the median of
+    # its kind (so a gap of 0 weighs at most twice a typical one); every later one against the fit's own prediction
+    floor = _floor(rows, 1e-3)
+    values, *_ = _assigned(rows, structure, held_values, _weights(rows, np.maximum(rows.y, _floor(rows, 0.5))))
     for _ in range(_HUBER):
-        rel, sigma = _relative(rows, structure, values)
+        scale, rel, sigma = _relative(rows, structure, values, floor)
         huber = np.minimum(1.0, 1.345 * sigma / np.maximum(np.abs(rel), 1e-300))
-        values, *_ = _assigned(rows, structure, held_values, base * np.sqrt(huber))
-    rel, sigma = _relative(rows, structure, values)
+        values, *_ = _assigned(rows, structure, held_values, _weights(rows, scale) * np.sqrt(huber))
+    scale, rel, sigma = _relative(rows, structure, values, floor)
     kept = np.abs(rel) <= 5 * sigma
     sub = rows.take(kept)
-    values, se, why, negative = _assigned(sub, structure, held_values, _weights(sub))
+    values, se, why, negative = _assigned(sub, structure, held_values, _weights(sub, scale[kept]))
     memory = np.ones(rows.y.size, bool) if structure.combine == "sum" else rows.memory_bound(values)
     return Solution(structure, values, se[0], se[1], why, negative, memory, kept)
 
