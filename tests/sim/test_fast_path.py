@@ -30,6 +30,10 @@ SMALL_BUDGET = {  # llama3-8b-h100 with a 512-token step budget and 12k tokens o
     "prefill_s_per_token": 3.9e-05, "decode_base_s": 0.0060, "s_per_kv_token": 3.9e-08, "step_overhead_s": 0.001,
     "kv_capacity_tokens": 12_000, "max_num_seqs": 64, "max_batched_tokens": 512,
 }  # fmt: skip
+CPU_LIKE = {  # the same with a CPU's step: parts added, prefill attention, per-sequence overhead
+    **SMALL_BUDGET, "combine": "sum", "prefill_s_per_pair": 2e-9, "step_s_per_seq": 1e-4,
+}  # fmt: skip
+PROFILES = {"SMALL_BUDGET": SMALL_BUDGET, "CPU_LIKE": CPU_LIKE}
 
 CASES = {
     "continuous batching, arrivals mid-decode": ({"rate": 20, "duration": "40s"}, VARIED, {}, {}),
@@ -51,6 +55,11 @@ CASES = {
         {"rate": 8, "duration": "40s"},
         {**VARIED, "system_prompt_tokens": 600},
         {"profile": "SMALL_BUDGET"}, {"cache": {"prefix": True}},
+    ),
+    "an additive step with attention and per-sequence costs: chunks, cache hits, preemption": (
+        {"rate": 6, "duration": "30s"},
+        {**VARIED, "system_prompt_tokens": 600},
+        {"profile": "CPU_LIKE"}, {"cache": {"prefix": True}},
     ),
     "multi-turn sessions": (
         {"concurrency": 12, "think_time": "500ms", "duration": "30s"},
@@ -87,9 +96,9 @@ def _run(tmp_path, case, fast):
     fields = {k: v for k, v in extra.items() if k in ("target",)}
     scen = scenario(load, workload=workload, **fields)
     pool = {"replicas": 2, "profile": "llama3-8b-h100", **pool}
-    if pool["profile"] == "SMALL_BUDGET":
-        path = tmp_path / "small-budget.json"
-        path.write_text(json.dumps(SMALL_BUDGET))
+    if pool["profile"] in PROFILES:
+        path = tmp_path / f"{pool['profile']}.json"
+        path.write_text(json.dumps(PROFILES[pool["profile"]]))
         pool["profile"] = str(path)
     flt = fleet(pools=[pool], **{k: v for k, v in extra.items() if k != "target"})
     return simulate(scen, flt, tmp_path / ("fast" if fast else "reference"), fast=fast)

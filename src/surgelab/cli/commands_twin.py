@@ -40,19 +40,35 @@ def fit(
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from None
     console = Console()
+    kinds = ("decode", "prefill", "mixed")
+    structures = Table(title="step-time structures, fitted on 70 % of the observations and scored on the other 30 % "
+                             "(median |relative error|)", title_justify="left")  # fmt: skip
+    for col in ("structure", "terms", *kinds, "score", ""):
+        structures.add_column(col, justify="left" if col in ("structure", "") else "right")
+    for cand in result.candidates:
+        errors = [f"{cand.held_out[k]:.2%}" if k in cand.held_out else "–" for k in (*kinds, "score")]
+        structures.add_row(cand.structure, str(cand.terms), *errors, "chosen" if cand.chosen else "")
+    if result.candidates:
+        console.print(structures)
+    console.print(f"structure: {result.reason}")
     table = Table(title=f"fitted from {runs} ({result.samples['decode_gaps']:,} decode gaps, "
-                        f"{result.samples['compute_bound_prefills']} idle prefills)", title_justify="left")  # fmt: skip
-    for col in ("coefficient", "value", "± (1 s.e.)", "relative"):
-        table.add_column(col, justify="right" if col != "coefficient" else "left")
+                        f"{result.samples['idle_prefills']} idle prefills, {result.samples['mixed_steps']} mixed steps)",
+                  title_justify="left")  # fmt: skip
+    for col in ("coefficient", "value", "± (1 s.e.)", "relative", "source"):
+        table.add_column(col, justify="right" if col not in ("coefficient", "source") else "left")
     for name, c in result.coefficients.items():
         rel = f"{c.relative_error:.1%}" if c.relative_error is not None else "–"
-        table.add_row(name, f"{c.value:.4g}", f"{c.stderr:.2g}" if c.stderr is not None else "–", rel)
-    table.add_row("max_num_seqs", str(result.profile.max_num_seqs), "", "")
+        table.add_row(name, f"{c.value:.4g}", f"{c.stderr:.2g}" if c.stderr is not None else "–", rel, c.source)
+    table.add_row("combine", result.profile.combine, "", "", "chosen structure")
+    table.add_row("max_num_seqs", str(result.profile.max_num_seqs), "", "", "")
     console.print(table)
-    console.print(f"fit residual (relative RMS against bin medians): decode {result.residual['decode']:.1%}, "
-                  f"prefill {result.residual['prefill']:.1%}")  # fmt: skip
+    console.print("fit residual (relative RMS against bin medians, after dropping " f"{result.samples['trimmed']} outlying observations): "
+                  + ", ".join(f"{k} {v:.1%}" for k, v in result.residual.items()))  # fmt: skip
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        if note.startswith("WARNING "):
+            console.print(f"[bold yellow]warning:[/] {note[len('WARNING '):]}")
+        else:
+            console.print(f"[yellow]note:[/] {note}")
     if out is not None:
         out.write_text(yaml.safe_dump({k: v for k, v in result.profile.to_dict().items() if k != "name"}, sort_keys=False))
         console.print(f"wrote {out} — use it with `surgelab serve --profile {out}` or a fleet's `profile:`")

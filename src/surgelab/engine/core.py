@@ -175,11 +175,15 @@ class Engine:
             return self._general_run(max_steps)  # a decoder is preempted
         tokens, reads = [members], [dec.context + members * step]
         scheduled: list[tuple[_Sequence, int]] = []
+        first = None
         if self._waiting and budget:
             self._admit_waiting(budget, scheduled, {})
+            pairs = 0
             for seq, n in scheduled:
                 tokens[0] += n
                 reads[0] += seq.computed + n
+                pairs += _pairs(seq, n)
+            first = (members + len(scheduled), pairs)
         if not tokens[0]:
             return self._general_run(max_steps)  # nothing to do: an idle step
         self._steps = after = step + 1
@@ -207,7 +211,7 @@ class Engine:
                     self._retire(seq)
                 else:
                     dec.join(seq, after)
-        return self._run(start, 1, tokens, reads, started, (), finished, max_steps - 1)
+        return self._run(start, 1, tokens, reads, started, (), finished, max_steps - 1, first)
 
     def plan(self, max_steps: int) -> Run | None:
         """Plan up to ``max_steps`` steps from now, taking none; None when the next one is no pure decode step.
@@ -232,13 +236,15 @@ class Engine:
         return Run(start, self.profile.step_times(tokens, reads), {}, (), ends, 0)
 
     def _run(self, start: int, taken: int, tokens: list[int], reads: list[int], started: dict[str, int],
-             stopped: tuple[str, ...], finished: list[str] | tuple[str, ...], more: int) -> Run:  # fmt: skip
-        """The run of ``taken`` steps (their work already on ``tokens``/``reads``) and up to ``more`` planned."""
+             stopped: tuple[str, ...], finished: list[str] | tuple[str, ...], more: int,
+             first: tuple[int, int] | None = None) -> Run:  # fmt: skip
+        """The run of ``taken`` steps (their work already on ``tokens``/``reads``; the first's
+        sequences and attention pairs ``first`` when it prefills) and up to ``more`` planned."""
         ends = [(0, tuple(finished))] if finished else []
         if more > 0 and self._running and not (finished and self._waiting):
             for last, seqs in self._plan_decode(more, tokens, reads):
                 ends.append((last - start, tuple([seq.request.request_id for seq in seqs])))
-        return Run(start, self.profile.step_times(tokens, reads), started, stopped, ends, taken)
+        return Run(start, self.profile.step_times(tokens, reads, first), started, stopped, ends, taken)
 
     def _general_run(self, max_steps: int) -> Run:
         """``run()`` whose first step is ``step()``'s."""
@@ -391,14 +397,16 @@ class Engine:
         if not preempted:
             self._admit_waiting(budget, scheduled, cached)
 
-        prefill = decode = kv_read = 0
+        prefill = decode = kv_read = prefilling = pairs = 0
         for seq, n in scheduled:
             kv_read += seq.computed + n
             if seq.generated > 0 and n == 1 and seq.computed == seq.total - 1:
                 decode += 1
             else:
                 prefill += n
-        duration = self.profile.step_time(prefill, decode, kv_read)
+                prefilling += 1
+                pairs += n * seq.computed + n * (n + 1) // 2
+        duration = self.profile.step_time(prefill, decode, kv_read, prefilling, pairs)
 
         step = self._steps
         self._steps = step + 1
@@ -481,3 +489,10 @@ class Engine:
     def _retire(self, seq: _Sequence) -> None:
         self.kv.release(seq.alloc)
         del self._known[seq.request.request_id]
+
+
+def _pairs(seq: _Sequence, n: int) -> int:
+    """The prefill attention pairs of ``n`` tokens scheduled for ``seq`` (none for a decode), as ``_step`` counts them."""
+    if seq.generated > 0 and n == 1 and seq.computed == seq.total - 1:
+        return 0
+    return n * seq.computed + n * (n + 1) // 2

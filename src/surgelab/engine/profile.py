@@ -3,14 +3,18 @@
 A profile is what the engine needs to time a step and bound a batch. It is derived from
 hardware physics (``hardware.py``) or written out explicitly, e.g. by ``surgelab fit``.
 
-Step time, for a step that prefills ``p`` tokens, decodes ``d`` sequences and reads ``r``
-tokens of KV cache::
+Step time, for a step that prefills ``p`` tokens, decodes ``d`` sequences, schedules ``s``
+sequences in all, reads ``r`` tokens of KV cache and computes ``a`` prefill attention pairs::
 
-    t = step_overhead_s + max(decode_base_s + s_per_kv_token * r,      # memory: weights + KV
-                              prefill_s_per_token * (p + d))            # compute: 2·P FLOPs/token
+    memory  = decode_base_s + s_per_kv_token * r                       # weights + KV
+    compute = prefill_s_per_token * (p + d) + prefill_s_per_pair * a   # 2·P FLOPs/token + attention
+    t = step_overhead_s + step_s_per_seq * s + combine(memory, compute)
 
-Decode is memory-bound (every step streams the weights once and each sequence's KV);
-prefill is compute-bound; a mixed step (chunked prefill) costs whichever bound dominates.
+``combine`` is ``max`` (a GPU: one fused pass costs whichever bound dominates) or ``sum`` (a
+CPU: the parts take turns). A prefill chunk of ``n`` tokens after ``c`` already in the cache
+computes ``a = n·c + n(n+1)/2`` (query, key) pairs: attention is what makes prefill grow
+faster than the prompt. With the defaults (``prefill_s_per_pair = step_s_per_seq = 0``,
+``combine = max``) the step time is the roofline ``overhead + max(memory, compute)``, bit for bit.
 """
 
 from __future__ import annotations
@@ -24,7 +28,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["EngineProfile", "ProfileError", "read_profile_file"]
+__all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_profile_file"]
+
+COEFFICIENTS = (
+    "prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "prefill_s_per_pair", "step_s_per_seq",
+)  # fmt: skip
+"""The step-time coefficients (seconds per unit of work), each a finite number >= 0."""
+COMBINE = ("max", "sum")
 
 
 class ProfileError(ValueError):
@@ -50,11 +60,17 @@ class EngineProfile:
     description: str = ""
     kv_bytes_per_token: float | None = None
     """Bytes of KV cache one token takes (all layers), when known: what cached tokens cost in memory."""
+    prefill_s_per_pair: float = 0.0
+    """Seconds per (query, key) pair of prefill attention: the super-linear part of prefill."""
+    step_s_per_seq: float = 0.0
+    """Scheduling overhead per sequence in a step (bookkeeping, sampling, per-sequence launches)."""
+    combine: str = "max"
+    """How a step's memory- and compute-bound parts combine: ``max`` (GPU) or ``sum`` (CPU)."""
 
     def validate(self) -> list[str]:
         """Every problem at once, as ``field: message`` lines."""
         errors = []
-        for name in ("prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s"):
+        for name in COEFFICIENTS:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 errors.append(f"{name}: must be a finite number >= 0, got {value!r}")
@@ -71,6 +87,8 @@ class EngineProfile:
         kv_bytes = self.kv_bytes_per_token
         if kv_bytes is not None and not (isinstance(kv_bytes, (int, float)) and math.isfinite(kv_bytes) and kv_bytes > 0):
             errors.append(f"kv_bytes_per_token: must be a finite number > 0, got {kv_bytes!r}")
+        if self.combine not in COMBINE:
+            errors.append(f"combine: must be one of {', '.join(COMBINE)}, got {self.combine!r}")
         if not errors and self.kv_capacity_tokens < self.block_size:
             errors.append("kv_capacity_tokens: must hold at least one block")
         return errors
@@ -79,16 +97,37 @@ class EngineProfile:
     def kv_blocks(self) -> int:
         return self.kv_capacity_tokens // self.block_size
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int) -> float:
-        """Seconds for one step of the given work (see the module docstring)."""
+    @property
+    def roofline(self) -> bool:
+        """Whether the step time is the plain ``overhead + max(memory, compute)`` (no attention, per-sequence or additive terms)."""
+        return self.prefill_s_per_pair == 0 and self.step_s_per_seq == 0 and self.combine == "max"
+
+    def step_time(
+        self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int,
+        prefill_seqs: int | None = None, prefill_pairs: int | None = None,
+    ) -> float:  # fmt: skip
+        """Seconds for one step of the given work (see the module docstring).
+
+        ``prefill_seqs`` and ``prefill_pairs`` default to one prompt prefilled from scratch:
+        1 sequence (none without prefill) and ``p(p+1)/2`` attention pairs.
+        """
         if prefill_tokens == 0 and decode_seqs == 0:
             return 0.0
-        return self.step_times([prefill_tokens + decode_seqs], [kv_tokens_read])[0]
+        if prefill_seqs is None:
+            prefill_seqs = 1 if prefill_tokens else 0
+        if prefill_pairs is None:
+            prefill_pairs = prefill_tokens * (prefill_tokens + 1) // 2
+        first = (decode_seqs + prefill_seqs, prefill_pairs)
+        return self.step_times([prefill_tokens + decode_seqs], [kv_tokens_read], first)[0]
 
-    def step_times(self, tokens: Sequence[int], kv_tokens_read: Sequence[int]) -> list[float]:
+    def step_times(
+        self, tokens: Sequence[int], kv_tokens_read: Sequence[int], first: tuple[int, int] | None = None
+    ) -> list[float]:
         """Seconds of steps that compute ``tokens[i]`` tokens (prefilled or decoded) and read
         ``kv_tokens_read[i]`` tokens of KV cache, each at least one token.
 
+        Every step is pure decode (``tokens[i]`` sequences, no prefill attention) but the first,
+        whose ``(sequences, attention pairs)`` are ``first`` when it prefills.
         The one place the step-time formula is written: ``step_time`` is one step, a run of
         decode steps planned by the engine is many.
         """
@@ -98,16 +137,34 @@ class EngineProfile:
             self.s_per_kv_token,
             self.prefill_s_per_token,
         )
+        if not self.roofline:
+            if not tokens:
+                return []
+            seqs, pairs = first if first is not None else (tokens[0], 0)
+            price = self.price
+            return [price(tokens[0], kv_tokens_read[0], seqs, pairs),
+                    *[price(n, r, n, 0) for n, r in zip(tokens[1:], kv_tokens_read[1:])]]  # fmt: skip
         if len(tokens) > 2 and per_token * max(tokens[1:]) <= base + per_kv * min(kv_tokens_read[1:]):
             # memory-bound at every step after the first (a run's planned decode steps): the same sums,
             # fewer comparisons
             n, r = tokens[0], kv_tokens_read[0]
-            first = overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
-            return [first, *[overhead + (base + per_kv * r) for r in kv_tokens_read[1:]]]
+            first_time = overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
+            return [first_time, *[overhead + (base + per_kv * r) for r in kv_tokens_read[1:]]]
         return [  # overhead + max(memory, compute)
             overhead + (m if (m := base + per_kv * r) >= (c := per_token * n) else c)
             for n, r in zip(tokens, kv_tokens_read)
         ]
+
+    def price(self, tokens: float, kv_tokens_read: float, seqs: float, pairs: float) -> float:
+        """Seconds of one step computing ``tokens``, reading ``kv_tokens_read`` of KV, scheduling
+        ``seqs`` sequences and ``pairs`` prefill attention pairs: the formula of the module docstring.
+
+        ``step_times`` prices steps with it (and, for a roofline profile, with the same sums inlined).
+        """
+        memory = self.decode_base_s + self.s_per_kv_token * kv_tokens_read
+        compute = self.prefill_s_per_token * tokens + self.prefill_s_per_pair * pairs
+        both = memory + compute if self.combine == "sum" else (memory if memory >= compute else compute)
+        return self.step_overhead_s + self.step_s_per_seq * seqs + both
 
     def steady_throughput(self, batch: int, prompt_tokens: int, output_tokens: int) -> float:
         """Predicted output tokens/s with ``batch`` sequences always running.
@@ -115,14 +172,14 @@ class EngineProfile:
         Each request spends ``output_tokens`` steps in the batch: one that prefills its
         prompt and emits the first token, then one decode per further token. Averaged over
         a request's life, a step therefore carries ``batch`` token-producing sequences,
-        ``batch × prompt ÷ output`` prefill tokens and ``batch × (prompt + output ÷ 2)``
-        tokens of KV to read.
+        ``batch × prompt ÷ output`` prefill tokens (and ``batch × prompt(prompt+1)/2 ÷ output``
+        attention pairs) and ``batch × (prompt + output ÷ 2)`` tokens of KV to read.
         """
         batch = min(batch, self.max_num_seqs)
         prefill = batch * prompt_tokens / output_tokens
-        memory = self.decode_base_s + self.s_per_kv_token * batch * (prompt_tokens + output_tokens / 2)
-        compute = self.prefill_s_per_token * (prefill + batch)
-        return batch / (self.step_overhead_s + max(memory, compute))
+        kv = batch * (prompt_tokens + output_tokens / 2)
+        pairs = batch * (prompt_tokens * (prompt_tokens + 1) / 2) / output_tokens
+        return batch / self.price(prefill + batch, kv, batch, pairs)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -167,7 +224,7 @@ def read_profile_file(path: Path) -> EngineProfile:
         raise ProfileError(f"profile file {path}: {exc}") from None
 
 
-_TEXT_FIELDS = frozenset({"name", "model", "description"})
+_TEXT_FIELDS = frozenset({"name", "model", "description", "combine"})
 
 
 def _number(value: Any) -> Any:

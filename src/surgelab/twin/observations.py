@@ -7,13 +7,16 @@ Two kinds of sample carry the engine's cost model (engine/profile.py):
   ``overhead + decode_base + s_per_kv_token × (KV tokens read)``, where the KV read is the
   context of every request running at that moment (prompt + tokens generated so far).
 * **idle prefills** — the time to first token, from the actual send, of a request that found
-  the server idle (no other request in flight from its send to its first token): one
-  compute-bound step, ``overhead + prefill_s_per_token × prompt tokens`` (plus the network).
+  the server idle (no other request in flight from its send to its first token): the steps
+  that prefill its prompt alone (plus the network).
+* **mixed steps** — a gap of one request inside which exactly one other request's first token
+  lands: the step that decoded the running batch *and* prefilled that prompt. How its parts
+  combine (``max`` or ``sum``) shows here, where both are large, and nowhere else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +25,8 @@ from surgelab.metrics.store import read_records
 
 __all__ = ["Observations", "observe_runs", "run_dirs"]
 
-_MAX_GAPS = 20_000  # a sample is plenty for a two-parameter fit; keeps the fit fast on long sweeps
+_MAX_GAPS = 20_000  # a sample is plenty for a six-parameter fit; keeps the fit fast on long sweeps
+_MAX_MIXED = 2_000
 
 
 @dataclass
@@ -34,6 +38,10 @@ class Observations:
     prefill_tokens: np.ndarray
     max_running: int  # most requests seen decoding at once
     requests: int
+    mixed_s: np.ndarray = field(default_factory=lambda: np.empty(0))  # mixed step durations
+    mixed_kv: np.ndarray = field(default_factory=lambda: np.empty(0))  # KV read by the decoding batch then
+    mixed_batch: np.ndarray = field(default_factory=lambda: np.empty(0))  # sequences decoding then
+    mixed_prompt: np.ndarray = field(default_factory=lambda: np.empty(0))  # the prompt prefilled in the step
 
 
 def run_dirs(path: Path) -> list[Path]:
@@ -57,6 +65,7 @@ def _observe(run: Path, rng: np.random.Generator) -> Observations:
     empty = np.empty(0)
     if n == 0:
         return Observations(empty, empty, empty, empty, empty, 0, 0)
+    by_first = np.argsort(first, kind="stable")
     # Decode gaps: sample, keep the pure ones, price their KV read.
     owners = np.concatenate([np.full(len(g), i) for i, g in enumerate(itl)]) if itl else np.empty(0, int)
     ends = np.concatenate([first[i] + np.cumsum(g) for i, g in enumerate(itl)]) if itl else empty
@@ -69,16 +78,31 @@ def _observe(run: Path, rng: np.random.Generator) -> Observations:
     lo = np.searchsorted(firsts_sorted, starts, side="right")
     hi = np.searchsorted(firsts_sorted, ends + 1e5, side="right")  # a first token within the gap (0.1 ms slack)
     pure = (hi - lo) == 0
+    mixed = (hi - lo) == 1
+    # the newcomer's first token ends the gap (a token at its start, within the µs rounding of the gaps, belongs
+    # to the step before: it was decoding in this one)
+    mixed[mixed] = firsts_sorted[lo[mixed]] > starts[mixed] + gaps[mixed] / 2
+    if mixed.sum() > _MAX_MIXED:
+        mixed[rng.choice(np.flatnonzero(mixed), mixed.sum() - _MAX_MIXED, replace=False)] = False
+    newcomer = by_first[lo[mixed]]  # the request whose prompt the step prefilled
+    mix_ends, mix_gaps, mix_starts = ends[mixed], gaps[mixed], starts[mixed]
     owners, ends, gaps, starts = owners[pure], ends[pure], gaps[pure], starts[pure]
     mean_itl = np.array([g.mean() if g.size and g.mean() > 0 else np.inf for g in itl])
-    kv = np.empty(gaps.size)
-    batch = np.empty(gaps.size)
-    for k, (a, b) in enumerate(zip(starts, ends)):
-        m = (a + b) / 2
-        running = (first <= m) & (end > m)
-        generated = 1 + np.floor((m - first[running]) / mean_itl[running])
-        kv[k] = float(np.sum(prompt[running] + generated))
-        batch[k] = running.sum()
+
+    def decoding(a: np.ndarray, b: np.ndarray, skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        kv, batch = np.empty(a.size), np.empty(a.size)
+        for k in range(a.size):
+            m = (a[k] + b[k]) / 2
+            running = (first <= m) & (end > m)
+            if skip is not None:
+                running[skip[k]] = False
+            generated = 1 + np.floor((m - first[running]) / mean_itl[running])
+            kv[k] = float(np.sum(prompt[running] + generated))
+            batch[k] = running.sum()
+        return kv, batch
+
+    kv, batch = decoding(starts, ends)
+    mix_kv, mix_batch = decoding(mix_starts, mix_ends, newcomer)
     # Idle prefills: nothing else in flight from this request's send to its first token.
     order = np.argsort(sent)
     busy_until = np.maximum.accumulate(end[order])
@@ -91,7 +115,8 @@ def _observe(run: Path, rng: np.random.Generator) -> Observations:
     events = np.concatenate([np.stack([first, np.ones(n)], 1), np.stack([end, -np.ones(n)], 1)])
     events = events[np.lexsort((events[:, 1], events[:, 0]))]
     max_running = int(np.max(np.cumsum(events[:, 1])))
-    return Observations(gaps / 1e9, kv, batch, (first[idle] - sent[idle]) / 1e9, prompt[idle], max_running, n)
+    return Observations(gaps / 1e9, kv, batch, (first[idle] - sent[idle]) / 1e9, prompt[idle], max_running, n,
+                        mix_gaps / 1e9, mix_kv, mix_batch, prompt[newcomer])  # fmt: skip
 
 
 def observe_runs(paths: list[Path], seed: int = 0) -> Observations:
@@ -104,4 +129,5 @@ def observe_runs(paths: list[Path], seed: int = 0) -> Observations:
     return Observations(
         cat("gap_s"), cat("gap_kv"), cat("gap_batch"), cat("prefill_s"), cat("prefill_tokens"),
         max(p.max_running for p in parts), sum(p.requests for p in parts),
+        cat("mixed_s"), cat("mixed_kv"), cat("mixed_batch"), cat("mixed_prompt"),
     )  # fmt: skip
