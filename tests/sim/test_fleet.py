@@ -226,3 +226,39 @@ def test_prompt_texts_are_built_only_where_the_fleet_reads_them(tmp_path, monkey
     assert records.num_rows > 150 and records.equals(pq.read_table(full.run_dir / "records.parquet"))
     cached = run(tmp_path, scen, fleet(pools=pools, cache={"exact": True}), "cached")
     assert cached.fleet["cache_hits"] == 0 and cached.summary["requests"]["ok"] == records.num_rows
+
+
+def test_the_event_loop_collects_garbage_less_often_and_restores_the_collector(tmp_path, monkeypatch):
+    """While the loop runs the young generation is collected rarely; the caller's thresholds come back, even on an error."""
+    import gc
+
+    from surgelab.sim import simulator as sim_module
+
+    seen: list[tuple[int, int, int]] = []
+    original = sim_module.Simulator._loop
+
+    def loop(self, *args):
+        seen.append(gc.get_threshold())
+        return original(self, *args)
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(900, 11, 12)
+        monkeypatch.setattr(sim_module.Simulator, "_loop", loop)
+        run(tmp_path, scenario({"rate": 10, "duration": "2s"}), fleet(pools=[{"replicas": 1, "profile": "tiny"}]))
+        assert seen == [(sim_module._GC_YOUNG, 11, 12)] and gc.get_threshold() == (900, 11, 12)
+
+        def broken(self, *args):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(sim_module.Simulator, "_loop", broken)
+        with pytest.raises(RuntimeError):
+            run(
+                tmp_path,
+                scenario({"rate": 10, "duration": "2s"}),
+                fleet(pools=[{"replicas": 1, "profile": "tiny"}]),
+                "b",
+            )
+        assert gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)

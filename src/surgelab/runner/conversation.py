@@ -19,17 +19,17 @@ __all__ = ["converse", "meta_for"]
 
 def meta_for(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user: int, turn: int = 0) -> RecordMeta:
     """What the records keep of a scheduled request: its ids from the plan, its class from the spec."""
-    return RecordMeta(
-        id=plan.request_id(index, turn),
-        intended_ns=intended,
-        warmup=intended < plan.warmup_end_ns,
-        user=user,
-        phase=plan.phase.name,
-        request_class=spec.request_class,
-        tier=spec.tier,
-        session=plan.session_id(index, turn),
-        turn=turn,
-        kind=spec.kind or "",
+    return RecordMeta(  # positional, in field order (a simulation makes one per request)
+        plan.request_id(index, turn),  # id
+        intended,  # intended_ns
+        intended < plan.warmup_end_ns,  # warmup
+        user,
+        plan.phase.name,  # phase
+        spec.request_class,
+        spec.tier,
+        plan.session_id(index, turn),  # session
+        turn,
+        spec.kind or "",  # kind
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from surgelab.metrics.record import Outcome, State
@@ -17,26 +16,30 @@ __all__ = ["SimRequest", "SECOND"]
 SECOND = 1_000_000_000
 
 
-@dataclass(slots=True, eq=False)
 class SimRequest:
-    rid: str
-    meta: RecordMeta
-    spec: RequestSpec
-    output_tokens: int
-    priority: int = 0
-    outcome: Outcome = field(default_factory=Outcome)
-    replica: Replica | None = None
-    queued: bool = False
-    done: bool = False
-    cache_key: int | None = None
-    first_token_deadline: int = 0
-    total_deadline: int = 0
-    context: Any = None  # what the traffic source needs to carry on (session, user)
-    hashes: tuple[int, ...] = ()  # prefix-cache block hashes (cache.prefix)
-    tokens: int = 0
-    stretch: int = -1  # engine step of the first token of the stretch under way (FastEngineBackend); -1: none
-    place: int = 0  # its place in the engine's batch while the stretch lasts
-    back: int = 0  # the network's way back from its replica's region (ns): its times are shifted by it at the end
+    """A plain class with slots: a simulation makes one per request, and a dataclass's ``__init__`` costs more."""
+
+    __slots__ = ("rid", "meta", "spec", "output_tokens", "priority", "outcome", "replica", "queued", "done",
+                 "cache_key", "first_token_deadline", "total_deadline", "context", "hashes", "tokens", "stretch",
+                 "place", "back")  # fmt: skip
+
+    def __init__(self, rid: str, meta: RecordMeta, spec: RequestSpec, output_tokens: int, first_token_deadline: int = 0,
+                 total_deadline: int = 0, context: Any = None, sent_ns: int | None = None) -> None:  # fmt: skip
+        self.rid, self.meta, self.spec, self.output_tokens = rid, meta, spec, output_tokens
+        self.priority = 0
+        self.outcome = Outcome()
+        if sent_ns is not None:
+            self.outcome.sent_ns = sent_ns
+        self.replica: Replica | None = None
+        self.queued = self.done = False
+        self.cache_key: int | None = None
+        self.first_token_deadline, self.total_deadline = first_token_deadline, total_deadline
+        self.context = context  # what the traffic source needs to carry on (session, user)
+        self.hashes: tuple[int, ...] = ()  # prefix-cache block hashes (cache.prefix)
+        self.tokens = 0
+        self.stretch = -1  # engine step of the first token of the stretch under way (FastEngineBackend); -1: none
+        self.place = 0  # its place in the engine's batch while the stretch lasts
+        self.back = 0  # the network's way back from its replica's region (ns): its times are shifted by it at the end
 
     @property
     def intended(self) -> int:

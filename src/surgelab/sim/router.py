@@ -41,11 +41,10 @@ def _least(replicas: Iterable[Replica]) -> Replica | None:
     """The routable replica holding fewest requests (``Replica.routable``, inlined: this is hot)."""
     best, fewest = None, 1 << 62
     for rep in replicas:
-        if rep.router_up and (
-            rep.state == DOWN or (rep.state == READY and (rep.limit is None or len(rep.outstanding) < rep.limit))
-        ):
-            held = len(rep.outstanding)
-            if held < fewest:
+        held = len(rep.outstanding)
+        if held < fewest and rep.router_up:  # only a replica holding fewer can be picked: test it alone
+            state = rep.state
+            if state == DOWN or (state == READY and (rep.limit is None or held < rep.limit)):
                 best, fewest = rep, held
     return best
 

@@ -147,10 +147,9 @@ class Traffic:
             spec = sampler.next_turn(ctx.index, ctx.first, conv, ctx.turn, ctx.history)
         meta = meta_for(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
         out_tokens = spec.max_tokens
-        req = SimRequest(str(meta.id), meta, spec, out_tokens, context=ctx,
-                         first_token_deadline=self.first_token_ns, total_deadline=self.total_ns)  # fmt: skip
-        req.outcome.sent_ns = intended
-        return sim.send(req)
+        return sim.send(
+            SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended)
+        )
 
     def done(self, sim: Simulator, req: SimRequest) -> Iterable[Event]:
         """A request ended: carry its conversation on, or let its user think and send again."""

@@ -27,6 +27,7 @@ __all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
 _PREFIX_WIDTH = 3
+_LEAN_SPECS = 4096  # lean specs kept for reuse per class (bounded)
 MAX_TURNS = 255  # turn ids live in 8 bits of the request id (load/phases.py)
 
 
@@ -100,6 +101,9 @@ class PromptFactory:
             return prompt, output, with_prefix, rng.integers(0, rows, size=_BLOCK)
 
         self._draws = _Blocks([*key, 1], draw)
+        # specs without text (``spec(text=False)``) by their draw: only lengths tell them apart
+        self._lean_ok = c.session is None and c.request_kind not in PAYLOAD_KINDS
+        self._lean: dict[tuple, RequestSpec] = {}
 
     def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
         """Request ``index``. ``text=False``: its prompt text is left empty when nothing but its
@@ -107,16 +111,20 @@ class PromptFactory:
         tokens, as the simulator does without a response or prefix cache; every other field is the same.
         ``media=False`` sizes its images and audio without making them (``surgelab preview``).
         """
-        n, max_tokens, with_prefix, row = self._draws[index]
+        draw = self._draws[index]
+        lean = not text and self.dataset is None and self._lean_ok
+        if lean:  # the spec is its lengths alone: equal draws give equal specs, shared (they are frozen)
+            spec = self._lean.get(draw[:3])
+            if spec is not None:
+                return spec
+        n, max_tokens, with_prefix, row = draw
         c = self.cls
         kind = c.request_kind
         around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
-            lean = not text and c.session is None and kind not in PAYLOAD_KINDS
             prompt = "" if lean else self.text(index, n)
         else:
-            lean = False
             prompt, n, max_tokens = self._from_dataset(index, row, n, max_tokens)
         tokens = n + around + self._system_tokens
         if with_prefix:
@@ -137,6 +145,10 @@ class PromptFactory:
         )
         if kind in PAYLOAD_KINDS:
             return build_kind(self, index, spec, media)
+        if lean:
+            if len(self._lean) >= _LEAN_SPECS:
+                self._lean.clear()
+            self._lean[draw[:3]] = spec
         return spec
 
     @property
