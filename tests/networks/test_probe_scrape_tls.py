@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from aiohttp import web
 from typer.testing import CliRunner
@@ -22,7 +23,7 @@ from surgelab.server.run import tls_context
 from surgelab.telemetry.scrape import Scraper, scrape_sources
 from surgelab.testing.connect_proxy import ConnectProxy
 
-from .helpers import HOST, OTHER_NAME, Pki
+from .helpers import HOST, OTHER_NAME
 
 METRICS = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
 MODEL = "m"
@@ -68,7 +69,7 @@ def _probe(port: int, *flags: str, out: str | None = None) -> tuple[int, str, di
     args = ["probe", "--url", f"https://{HOST}:{port}/v1", "--model", MODEL, "--only", "models,network",
             "--timeout", "5s", *flags, *(["--out", out] if out else [])]  # fmt: skip
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200", "NO_PROXY": "*", "no_proxy": "*"})
-    doc = json.loads(open(out).read()) if out and result.exit_code == 0 else {}
+    doc = json.loads(Path(out).read_text()) if out and result.exit_code == 0 else {}
     return result.exit_code, result.output, doc
 
 
