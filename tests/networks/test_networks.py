@@ -14,14 +14,9 @@ from surgelab.runner.preflight import PreflightFailed
 from surgelab.testing.connect_proxy import ConnectProxy
 from surgelab.testing.process import ScriptedServerProcess
 
-from .helpers import OTHER_NAME, NginxTls, Pki
+from .helpers import OTHER_NAME, NginxTls
 
 ONE_SECOND = {"rate": 20, "arrival": "constant", "duration": "0.5s"}  # ten requests
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> Pki:
-    return Pki.make(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

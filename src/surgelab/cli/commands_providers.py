@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.common import fail, load_or_exit
+from surgelab.cli.common import (
+    ca_cert_option,
+    client_cert_option,
+    client_key_option,
+    fail,
+    insecure_option,
+    load_or_exit,
+    proxy_option,
+    server_name_option,
+    warn_insecure,
+    with_network_flags,
+)
 from surgelab.redact import redact_url
+from surgelab.scenario.target import Target
 from surgelab.units import parse_duration
 
 
@@ -55,16 +69,16 @@ def _endpoints(
     name: str | None,
     scenario_file: Path | None,
     target: str | None,
-) -> list[tuple[str, str, str, str | None]]:
-    """(name, url, model, key variable) of each endpoint to probe, from flags or a scenario."""
+) -> list[tuple[str, Target]]:
+    """(name, target) of each endpoint to probe, from flags or a scenario."""
     from urllib.parse import urlsplit
 
     if scenario_file is not None:
         if url is not None:
             raise fail("give --url/--model or --scenario, not both")
         scenario = load_or_exit(scenario_file, {})
-        found = [(t.name, t.base_url, t.model, t.api_key_env) for t in scenario.targets or []] or [
-            (scenario.name, scenario.target.base_url, scenario.target.model, scenario.target.api_key_env)
+        found: list[tuple[str, Target]] = [(t.name, t) for t in scenario.targets or []] or [
+            (scenario.name, scenario.target)
         ]
         if target is not None:
             found = [f for f in found if f[0] == target]
@@ -76,7 +90,22 @@ def _endpoints(
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise fail(f"--url: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
-    return [(name or parts.netloc, url, model, api_key_env)]
+    try:
+        return [(name or parts.netloc, Target(url=url, model=model, api_key_env=api_key_env))]
+    except ValidationError as exc:
+        raise fail(f"--url: {exc.errors()[0]['msg']}") from None
+
+
+def _usable_tls(target: Target) -> None:
+    """A certificate or key file that exists but is not PEM (or a key that does not fit): one line, not a traceback."""
+    from surgelab.client.network import ssl_context
+
+    if target.base_url.startswith("https:"):
+        try:
+            ssl_context(target.tls)
+        except (ssl.SSLError, OSError) as exc:
+            files = ", ".join(f for f in (target.tls.ca_cert, target.tls.client_cert, target.tls.client_key) if f)
+            raise fail(f"TLS files ({files}): cannot be loaded: {exc}") from None
 
 
 @app.command("probe")
@@ -101,20 +130,35 @@ def probe(
         0.001, min=0.0, max=0.5, help="Context: stop when the bracket is this narrow (0: to the token)."
     ),
     turns: int = typer.Option(24, min=2, max=200, help="Retention: the longest conversation tried."),
+    ca_cert: Path | None = ca_cert_option(),
+    client_cert: Path | None = client_cert_option(),
+    client_key: Path | None = client_key_option(),
+    server_name: str | None = server_name_option(),
+    insecure: bool | None = insecure_option(),
+    proxy: str | None = proxy_option(),
 ) -> None:
-    """Probe what a load test cannot show: API conformance, context length, multi-turn memory, cold start."""
+    """Probe what a load test cannot show: API conformance, context length, multi-turn memory, cold start.
+
+    The TLS and proxy flags are those of surgelab run (over each target's tls and proxy with --scenario).
+    """
     from surgelab.aio import run_async
     from surgelab.providers.probe_http import Endpoint
     from surgelab.providers.probes import PROBES, ProbeSettings, Unreachable, run_probes
     from surgelab.providers.render import print_probe
 
-    endpoints = _endpoints(url, model, api_key_env, name, scenario, target)
+    network = {"ca_cert": ca_cert, "client_cert": client_cert, "client_key": client_key,
+               "server_name": server_name, "insecure": insecure, "proxy": proxy}  # fmt: skip
+    endpoints = [(n, with_network_flags(t, **network)) for n, t in
+                  _endpoints(url, model, api_key_env, name, scenario, target)]
+    for _, found in endpoints:
+        _usable_tls(found)
     chosen = tuple(p.strip() for p in only.split(",") if p.strip()) if only else ()
     unknown = [p for p in chosen if p not in PROBES]
     if unknown:
         raise fail(f"--only: unknown probe(s) {', '.join(unknown)} (known: {', '.join(PROBES)})")
     keys = {}
-    for _, _, _, variable in endpoints:
+    for _, found in endpoints:
+        variable = found.api_key_env
         if variable:
             keys[variable] = os.environ.get(variable)
             if keys[variable] is None:
@@ -126,9 +170,12 @@ def probe(
     )  # fmt: skip
     seconds = _seconds(timeout, "--timeout")
     console = Console()
-    for target_name, base_url, model_name, variable in endpoints:
-        console.print(f"probing {target_name}: {redact_url(base_url)} ({model_name}) …", highlight=False)
-        endpoint = Endpoint(base_url, model_name, keys.get(variable) if variable else None, seconds)
+    warn_insecure(console, [t for _, t in endpoints])
+    for target_name, found in endpoints:
+        console.print(f"probing {target_name}: {redact_url(found.base_url)} ({found.model}) …", highlight=False)
+        variable = found.api_key_env
+        endpoint = Endpoint(found.base_url, found.model, keys.get(variable) if variable else None, seconds,
+                            found.tls, found.proxy)  # fmt: skip
         try:
             doc = run_async(run_probes(endpoint, target_name, settings, on_result=lambda r: print_probe(r, console)))
         except Unreachable as exc:

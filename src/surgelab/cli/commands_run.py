@@ -20,10 +20,18 @@ from surgelab.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_THRESHOLDS,
+    NETWORK_FLAGS,
     announce_end,
+    ca_cert_option,
+    client_cert_option,
+    client_key_option,
     fail,
+    insecure_option,
     load_or_exit,
+    proxy_option,
+    server_name_option,
     start_dashboard,
+    warn_insecure,
 )
 from surgelab.scenario.model import Scenario
 
@@ -38,9 +46,7 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
         "duration": "load.duration", "warmup": "load.warmup", "max_in_flight": "load.max_in_flight",
         "grace": "load.grace", "prompt_tokens": "workload.prompt_tokens",
         "max_tokens": "workload.output_tokens", "out": "output.dir", "preflight": "preflight",
-        "ca_cert": "target.tls.ca_cert", "client_cert": "target.tls.client_cert", "client_key": "target.tls.client_key",
-        "server_name": "target.tls.server_name", "insecure": "target.tls.insecure", "proxy": "target.proxy",
-        "follow_redirects": "target.redirects",
+        **NETWORK_FLAGS, "follow_redirects": "target.redirects",
     }  # fmt: skip
     result: dict[str, tuple[str, Any]] = {}
     for key, value in flags.items():
@@ -99,16 +105,12 @@ def run(
     stream: bool | None = typer.Option(None, "--stream/--no-stream", help="Stream responses (SSE)."),
     connection: str | None = typer.Option(None, help="keepalive (pooled) or close."),
     api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key."),
-    ca_cert: Path | None = typer.Option(None, help="PEM of the CA that signed the target's certificate."),
-    client_cert: Path | None = typer.Option(None, help="Mutual TLS: PEM client certificate."),
-    client_key: Path | None = typer.Option(None, help="Mutual TLS: its PEM key, if apart."),
-    server_name: str | None = typer.Option(None, help="TLS name instead of the URL's host."),
-    insecure: bool | None = typer.Option(
-        None, "--insecure", help="Do not verify the certificate (test benches)."
-    ),
-    proxy: str | None = typer.Option(
-        None, help="Proxy URL or 'none' (default: HTTPS_PROXY…)."
-    ),
+    ca_cert: Path | None = ca_cert_option(),
+    client_cert: Path | None = client_cert_option(),
+    client_key: Path | None = client_key_option(),
+    server_name: str | None = server_name_option(),
+    insecure: bool | None = insecure_option(),
+    proxy: str | None = proxy_option(),
     follow_redirects: int | None = typer.Option(
         None, min=0, max=10, help="Follow up to N redirects (default 0)."
     ),
@@ -226,13 +228,7 @@ def execute(
         api_key = os.environ.get(scenario.target.api_key_env)
         if not api_key:
             console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
-    for target in scenario.targets or [scenario.target]:
-        if target.tls.insecure and target.base_url.startswith("https:"):
-            console.print(
-                f"[bold red]INSECURE:[/] the certificate of {target.base_url} is not verified (--insecure / "
-                "target.tls.insecure): anyone on the path could answer instead — for test benches only",
-                highlight=False,
-            )
+    warn_insecure(console, list(scenario.targets or [scenario.target]))
     if run_dir is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")

@@ -1,11 +1,11 @@
 """What every command group shares: one-line errors and exit codes, flag parsing, scenario
-loading, the live dashboard."""
+loading, the target's TLS and proxy flags (``run`` and ``probe``), the live dashboard."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -14,11 +14,14 @@ from rich.console import Console
 from surgelab.conditions import Threshold
 from surgelab.scenario import ScenarioError, load_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.scenario.target import Target
 from surgelab.units import parse_duration, parse_ratio
 
 __all__ = [
     "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "parsed_option",
     "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "start_dashboard", "announce_end",
+    "NETWORK_FLAGS", "ca_cert_option", "client_cert_option", "client_key_option", "server_name_option",
+    "insecure_option", "proxy_option", "with_network_flags", "warn_insecure",
 ]  # fmt: skip
 
 EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -47,6 +50,67 @@ def seconds_option(value: str | None, flag: str) -> float | None:
     return parsed_option(value, flag, parse_duration)
 
 
+NETWORK_FLAGS = {
+    "ca_cert": "target.tls.ca_cert", "client_cert": "target.tls.client_cert", "client_key": "target.tls.client_key",
+    "server_name": "target.tls.server_name", "insecure": "target.tls.insecure", "proxy": "target.proxy",
+}  # fmt: skip
+"""The target's network flags, each with the scenario field it sets (docs/networks.md)."""
+
+
+def ca_cert_option() -> Any:
+    return typer.Option(None, help="PEM of the CA that signed the target's certificate.")
+
+
+def client_cert_option() -> Any:
+    return typer.Option(None, help="Mutual TLS: PEM client certificate.")
+
+
+def client_key_option() -> Any:
+    return typer.Option(None, help="Mutual TLS: its PEM key, if apart.")
+
+
+def server_name_option() -> Any:
+    return typer.Option(None, help="TLS name instead of the URL's host.")
+
+
+def insecure_option() -> Any:
+    return typer.Option(None, "--insecure", help="Do not verify the certificate (test benches).")
+
+
+def proxy_option() -> Any:
+    return typer.Option(None, help="Proxy URL or 'none' (default: HTTPS_PROXY…).")
+
+
+TargetT = TypeVar("TargetT", bound=Target)
+
+
+def with_network_flags(target: TargetT, **flags: Any) -> TargetT:
+    """``target`` with the network flags given (None: not given) over its ``tls`` and ``proxy``;
+    a one-line error naming the flag when one is wrong (a missing file, a SOCKS proxy)."""
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items() if v is not None}
+    if not given:
+        return target
+    tls = {**target.tls.model_dump(), **{k: v for k, v in given.items() if k != "proxy"}}
+    try:
+        return type(target).model_validate({**target.model_dump(), "tls": tls, "proxy": given.get("proxy", target.proxy)})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][-1]) if error["loc"] else ""
+        flag = "--" + name.replace("_", "-") if name in NETWORK_FLAGS else "--client-key"
+        raise fail(f"{flag}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def warn_insecure(console: Console, targets: list[Target]) -> None:
+    """The red line before anything is sent to an https:// target whose certificate is not checked."""
+    for target in targets:
+        if target.tls.insecure and target.base_url.startswith("https:"):
+            console.print(
+                f"[bold red]INSECURE:[/] the certificate of {target.base_url} is not verified (--insecure / "
+                "target.tls.insecure): anyone on the path could answer instead — for test benches only",
+                highlight=False,
+            )
+
+
 def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:
     try:
         return load_scenario(path, overrides)
@@ -73,9 +137,9 @@ def threshold_options(exprs: list[str], flag: str) -> list[Threshold]:
 def start_dashboard(scenario: Scenario, port: int, token: str | None) -> Any:
     """Start the live dashboard for ``scenario`` and print its URL (``--dashboard``)."""
     from surgelab.dashboard import Dashboard, DashboardSettings  # heavy: aiohttp app and page, only with --dashboard
-    from surgelab.redact import redact_url
+    from surgelab.telemetry.scrape import scrape_sources
 
-    scrape = tuple(redact_url(str(source.url)) for source in scenario.telemetry.sources)
+    scrape = tuple(scrape_sources(scenario.telemetry, [scenario.target, *(scenario.targets or [])]))
     board = Dashboard(DashboardSettings(port=port, token=token, title=scenario.name, scrape=scrape,
                                         bounds=dashboard_bounds(scenario)))  # fmt: skip
     try:

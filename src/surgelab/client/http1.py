@@ -38,7 +38,7 @@ import httptools
 from multidict import CIMultiDict
 
 from surgelab import __version__
-from surgelab.client.network import Proxy, dial, proxy_for
+from surgelab.client.network import TLS_CLOSED, Proxy, dial, proxy_for
 
 __all__ = ["ConnectTimeout", "HttpPool", "InvalidResponse", "Response", "ServerDisconnected"]
 
@@ -46,10 +46,6 @@ _USER_AGENT = f"surgelab/{__version__}"
 _HIGH_WATER = 1 << 20  # bytes buffered before reading from the socket pauses
 _FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding", b"keep-alive"))
 _KEEP_ALIVE_PARAM = re.compile(rb"(timeout|max)\s*=\s*(\d+)", re.I)
-_TLS_CLOSED = (
-    "the server closed a new TLS connection before answering, as servers that require a client certificate do "
-    "(mutual TLS): use --client-cert FILE --client-key FILE, signed by a CA the server trusts"
-)
 _IDLE_MARGIN_S = 0.5  # give up on an idle connection this long before the server's announced timeout
 
 
@@ -334,7 +330,7 @@ class _Exchange:
         except (ServerDisconnected, ConnectionError) as exc:
             response = self._response
             if conn.exchanges == 1 and conn.tls_ns is not None and (response is None or not response.received):
-                raise ServerDisconnected(f"{exc}: {_TLS_CLOSED}") from None
+                raise ServerDisconnected(f"{exc}: {TLS_CLOSED}") from None
             if not conn.exchanges > 1 or response is None or response.received:
                 raise  # a new connection's failure, or the server had begun to answer: the request's own
             self._pool.release(self._endpoint, conn, keep=False)

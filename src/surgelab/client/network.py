@@ -8,8 +8,9 @@ A pooled connection that is reused has neither, which is what connection reuse s
 Proxies are read from the environment as curl, Python's ``urllib`` and aiohttp (``trust_env``)
 read them: ``HTTPS_PROXY`` for https:// targets, ``HTTP_PROXY`` for http:// ones (either in
 lower case too), unless ``NO_PROXY`` names the host. ``target.proxy`` overrides that: a URL,
-or ``none``. The side traffic that goes to the target (the ``/tokenize`` probe, health checks)
-asks ``proxy_for`` the same question, so both paths take the same way.
+or ``none``. The side traffic that goes through aiohttp — the ``/tokenize`` probe, health
+checks, ``surgelab probe`` and the telemetry scrapes — takes its keywords from
+``request_options``: the same context, TLS name and proxy as the load path.
 """
 
 from __future__ import annotations
@@ -24,13 +25,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from time import perf_counter_ns
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from surgelab.scenario.target import Target, Tls
 
-__all__ = ["Proxy", "ProxyError", "dial", "proxy_for", "proxy_url", "ssl_context", "tls_failure"]
+__all__ = [
+    "TLS_CLOSED", "Proxy", "ProxyError", "dial", "proxy_for", "proxy_url", "request_options", "ssl_context", "target_ssl",
+    "tls_failure",
+]  # fmt: skip
 
 _MAX_PROXY_HEAD = 16384
+TLS_CLOSED = (
+    "the server closed a new TLS connection before answering, as servers that require a client certificate do "
+    "(mutual TLS): use --client-cert FILE --client-key FILE, signed by a CA the server trusts"
+)
+"""What a new TLS connection closed before any answer most likely means (TLS 1.3 sends no alert first)."""
 
 
 class ProxyError(ConnectionError):
@@ -99,6 +109,16 @@ def ssl_context(tls: Tls) -> ssl.SSLContext:
 def target_ssl(target: Target) -> ssl.SSLContext | None:
     """The context for ``target``, None for http://."""
     return ssl_context(target.tls) if target.base_url.startswith("https:") else None
+
+
+def request_options(url: str, tls: Tls, proxy: str = "env") -> dict[str, Any]:
+    """aiohttp's request keywords for ``url``: the context of ``tls`` (https://), its TLS name, and the
+    proxy the ``proxy`` setting chooses (``env``, ``none`` or a URL) — what the load path uses."""
+    https = url.startswith("https:")
+    options: dict[str, Any] = {"ssl": ssl_context(tls) if https else True, "proxy": proxy_url(url, proxy)}
+    if https and tls.server_name:
+        options["server_hostname"] = tls.server_name
+    return options
 
 
 async def _tcp(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
@@ -177,7 +197,15 @@ async def dial(
 
 
 def tls_failure(exc: BaseException) -> str | None:
-    """What to do about a TLS failure, in one line; None when ``exc`` is not one."""
+    """What to do about a TLS failure, in one line; None when ``exc`` is not one.
+
+    A wrapping library's error is looked into: aiohttp keeps the ssl error in ``certificate_error``
+    or ``os_error``, others chain it as the cause."""
+    for inner in (getattr(exc, "certificate_error", None), getattr(exc, "os_error", None), exc.__cause__):
+        if isinstance(inner, BaseException) and inner is not exc:
+            found = tls_failure(inner)
+            if found is not None:
+                return found
     text = str(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
         why = exc.verify_message or text

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from surgelab.client.network import proxy_url, target_ssl
+from surgelab.client.network import request_options
 from surgelab.scenario.model import Health, NamedTarget
 
 __all__ = ["Router", "RouteEvent"]
@@ -142,11 +142,8 @@ class Router:
     async def _check(self, session: aiohttp.ClientSession, name: str) -> None:
         target = self.targets[name]
         url = target.base_url + self.health.path
-        options: dict[str, Any] = {"ssl": target_ssl(target) or True, "proxy": proxy_url(url, target.proxy)}
-        if target.tls.server_name:
-            options["server_hostname"] = target.tls.server_name
         try:
-            async with session.get(url, **options) as response:
+            async with session.get(url, **request_options(url, target.tls, target.proxy)) as response:
                 await response.read()
                 ok = response.status < 500
                 reason = f"check: HTTP {response.status}"

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import numpy as np
 
-from surgelab.client.network import proxy_url, target_ssl
+from surgelab.client.network import request_options
 from surgelab.scenario.calibration import TemplateTokens, TokenizerCalibration
 from surgelab.scenario.model import Target
 from surgelab.workload.server_tokenizer import (
@@ -62,9 +62,7 @@ class _Dialect:
         self.session, self.url, self.model = session, url, model
         self.options: dict[str, Any] = {}  # the target's TLS and proxy, as the load path uses them
         if target is not None:
-            self.options = {"ssl": target_ssl(target) or True, "proxy": proxy_url(url, target.proxy)}
-            if target.tls.server_name:
-                self.options["server_hostname"] = target.tls.server_name
+            self.options = request_options(url, target.tls, target.proxy)
 
     async def post(self, url: str, body: dict[str, Any]) -> Any:
         async with self.session.post(url, json=body, **self.options) as resp:

@@ -3,7 +3,8 @@
 When the run scrapes Prometheus endpoints (``--scrape``, ``telemetry.sources``), the dashboard
 reads the same endpoints once a second on its own thread — never on the run's event loop —
 and keeps the role gauges the telemetry presets name (vLLM, SGLang, TGI, …). Only the lines of
-those few families are parsed, so a large exposition costs little interpreter time.
+those few families are parsed, so a large exposition costs little interpreter time. Each source
+is fetched with the TLS and proxy the run's scraper uses for it (``ScrapeSource.options``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import aiohttp
 
 from surgelab.telemetry.presets import PRESETS
 from surgelab.telemetry.samples import parse_exposition
+from surgelab.telemetry.scrape import ScrapeSource
 
 __all__ = ["ROLES", "gauges_from_text", "poll_gauges"]
 
@@ -56,15 +58,17 @@ def _add(into: dict[str, float], role: str, value: float) -> None:
     into[role] = max(into.get(role, 0.0), value) if role == "kv_usage" else into.get(role, 0.0) + value
 
 
-async def poll_gauges(urls: Sequence[str], sink: Callable[[dict[str, float]], None], interval: float = 1.0) -> None:
-    """Scrape ``urls`` every ``interval`` seconds until cancelled; each round's gauges go to ``sink``."""
+async def poll_gauges(
+    sources: Sequence[ScrapeSource], sink: Callable[[dict[str, float]], None], interval: float = 1.0
+) -> None:
+    """Scrape ``sources`` every ``interval`` seconds until cancelled; each round's gauges go to ``sink``."""
     timeout = aiohttp.ClientTimeout(total=min(interval * 2, 5.0))
     async with aiohttp.ClientSession(timeout=timeout) as session:
         while True:
             merged: dict[str, float] = {}
-            for url in urls:
+            for source in sources:
                 with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError):
-                    async with session.get(url) as response:
+                    async with session.get(source.url, **source.options) as response:
                         if response.status == 200:
                             for role, value in gauges_from_text(await response.text()).items():
                                 _add(merged, role, value)

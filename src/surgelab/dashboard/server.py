@@ -42,6 +42,7 @@ from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome
 from surgelab.metrics.store import RecordMeta
 from surgelab.report.assets import plotly_js_path
+from surgelab.telemetry.scrape import ScrapeSource
 
 __all__ = ["DashboardSettings", "Dashboard"]
 RATE_WINDOW_S = 5  # whole seconds, as the runner's send and completion rates (metrics.live)
@@ -57,7 +58,7 @@ class DashboardSettings:
     port: int = 0  # 0: any free port (printed)
     token: str | None = None
     title: str = "surgelab run"
-    scrape: tuple[str, ...] = ()  # the target's Prometheus endpoints: running/waiting/KV gauges in the pipeline
+    scrape: tuple[ScrapeSource, ...] = ()  # the target's Prometheus endpoints: running/waiting/KV gauges in the pipeline
     bounds: tuple[tuple[str, float], ...] = ()  # card → the bound that turns it red (lag_p99_ms, dropped, error_rate)
     linger_s: float = 5.0  # after the run: keep serving until a watching page has the verdict, at most this long
 

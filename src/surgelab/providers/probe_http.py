@@ -2,7 +2,9 @@
 
 The load client is built for speed and counts; a probe needs the opposite — the raw SSE
 events, the status and error body, whether ``[DONE]`` came and what followed it — so that a
-conformance check can say exactly what was wrong. Plain aiohttp, bounded by a timeout.
+conformance check can say exactly what was wrong. Plain aiohttp, bounded by a timeout; its
+TLS (a private CA, mutual TLS, another name) and proxy are the load path's
+(``client/network.py``: ``request_options``), and a TLS failure says what to do about it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any
 
 import aiohttp
 
+from surgelab.client.network import TLS_CLOSED, request_options, tls_failure
+from surgelab.scenario.target import Tls
+
 __all__ = ["Endpoint", "Reply", "ProbeClient"]
 
 MAX_BODY = 8 * 1024 * 1024  # a probe answer larger than this is not read further
@@ -26,6 +31,8 @@ class Endpoint:
     model: str
     api_key: str | None = None
     timeout: float = 60.0
+    tls: Tls = Tls()  # trust, client certificate and TLS name for https:// (target.tls)
+    proxy: str = "env"  # target.proxy: env (HTTPS_PROXY …), none, or a proxy URL
 
 
 @dataclass
@@ -101,6 +108,7 @@ class ProbeClient:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self._session: aiohttp.ClientSession | None = None
+        self._answered = False  # any HTTP answer yet: a TLS connection closed before the first one is mutual TLS
 
     async def __aenter__(self) -> ProbeClient:
         headers = {"Authorization": f"Bearer {self.endpoint.api_key}"} if self.endpoint.api_key else {}
@@ -135,8 +143,10 @@ class ProbeClient:
         started = time.perf_counter()
         limit = aiohttp.ClientTimeout(total=timeout or self.endpoint.timeout)
         url = self.endpoint.url.rstrip("/") + path
+        options = request_options(url, self.endpoint.tls, self.endpoint.proxy)
         try:
-            async with self._session.request(method, url, json=body, timeout=limit) as response:
+            async with self._session.request(method, url, json=body, timeout=limit, **options) as response:
+                self._answered = True
                 reply.status = response.status
                 reply.content_type = response.headers.get("Content-Type", "")
                 raw = bytearray()
@@ -144,7 +154,9 @@ class ProbeClient:
                     raw += piece
                 reply.raw = raw.decode("utf-8", errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            reply.error = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            reply.error = tls_failure(exc) or type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            if isinstance(exc, aiohttp.ServerDisconnectedError) and url.startswith("https:") and not self._answered:
+                reply.error += f": {TLS_CLOSED}"
         reply.elapsed = time.perf_counter() - started
         if "text/event-stream" in reply.content_type:
             reply.events = _sse_data(reply.raw)

@@ -2,8 +2,9 @@
 
 Seed 004 asks for network latency under 100 ms and a plan for traffic bursts. Both hide inside
 a request's latency, so they are measured on their own: the TCP connect time (one round trip,
-no HTTP, no model) and, over HTTPS, the TLS handshake; and the slowdown of a short burst of
-simultaneous requests against one request alone. The models a provider serves are read from
+no HTTP, no model) and, over HTTPS, the TLS handshake on the same connection — made as the load
+client makes its connections, with the target's TLS settings and proxy; and the slowdown of a
+short burst of simultaneous requests against one request alone. The models a provider serves are read from
 ``GET /models`` and named by family (``deepseek``, ``qwen`` …) for a requirement such as
 ``model_families includes deepseek, qwen``.
 """
@@ -11,14 +12,13 @@ simultaneous requests against one request alone. The models a provider serves ar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import ssl
 import statistics
-import time
+from typing import Any
 from urllib.parse import urlsplit
 
-from surgelab.providers.probe_http import ProbeClient
+from surgelab.client.network import dial, proxy_for, ssl_context, tls_failure
+from surgelab.providers.probe_http import Endpoint, ProbeClient
 from surgelab.providers.probe_result import ProbeResult, ProbeSettings
 
 __all__ = ["probe_network", "probe_burst", "probe_families", "model_families", "FAMILIES"]
@@ -39,38 +39,55 @@ def model_families(ids: list[str]) -> list[str]:
     return sorted(found)
 
 
-async def _connect(host: str, port: int, tls: ssl.SSLContext | None, timeout: float) -> float:
-    started = time.perf_counter()
-    _, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None), timeout
-    )
-    elapsed = time.perf_counter() - started
-    writer.close()
-    with contextlib.suppress(OSError, TimeoutError, asyncio.TimeoutError, ssl.SSLError):
-        await asyncio.wait_for(writer.wait_closed(), 1.0)
-    return elapsed
+class _Opened(asyncio.Protocol):
+    """Keeps the transport of a connection made only to be timed, so that it can be closed."""
+
+    transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+
+async def _connect(endpoint: Endpoint, host: str, port: int) -> tuple[float, float | None]:
+    """One new connection as the load client makes it (``client/network.py``: ``dial``, with the
+    endpoint's TLS context, name and proxy): seconds to connect and of the TLS handshake (None over http)."""
+    https = endpoint.url.startswith("https:")
+    opened, connect_ns, tls_ns = await asyncio.wait_for(
+        dial(_Opened, host, port, context=ssl_context(endpoint.tls) if https else None,
+             server_name=endpoint.tls.server_name, proxy=proxy_for(endpoint.url, endpoint.proxy)),
+        endpoint.timeout,
+    )  # fmt: skip
+    transport = opened.transport if isinstance(opened, _Opened) else None
+    if transport is not None:
+        transport.close()
+    return connect_ns / 1e9, None if tls_ns is None else tls_ns / 1e9
 
 
 async def probe_network(client: ProbeClient, s: ProbeSettings) -> ProbeResult:
-    """Median TCP connect time over ``network_samples`` connections (and the TLS handshake, over HTTPS)."""
-    url = urlsplit(client.endpoint.url)
+    """Median TCP connect time over ``network_samples`` new connections (and the TLS handshake, over HTTPS)."""
+    endpoint = client.endpoint
+    url = urlsplit(endpoint.url)
     host, https = url.hostname or "", url.scheme == "https"
     port = url.port or (443 if https else 80)
-    how = f"{s.network_samples} TCP connections to {host}:{port}, timed to the connect (no HTTP, no inference)"
+    proxy = proxy_for(endpoint.url, endpoint.proxy)
+    how = f"{s.network_samples} new connections to {host}:{port}, timed to the connect (no HTTP, no inference)"
+    if proxy is not None:
+        how += f", through the proxy {proxy.url}" + (" (its CONNECT tunnel included)" if https else " (to the proxy)")
     try:
-        tcp = [await _connect(host, port, None, client.endpoint.timeout) for _ in range(s.network_samples)]
-        tls = [await _connect(host, port, ssl.create_default_context(), client.endpoint.timeout)
-               for _ in range(s.network_samples)] if https else []  # fmt: skip
-    except (OSError, TimeoutError, asyncio.TimeoutError, ssl.SSLError) as exc:
-        return ProbeResult("network", "network_rtt", None, f"cannot connect: {type(exc).__name__}: {exc}", how)
+        timed = [await _connect(endpoint, host, port) for _ in range(s.network_samples)]
+    except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
+        why = tls_failure(exc) or f"{type(exc).__name__}: {exc}"
+        return ProbeResult("network", "network_rtt", None, f"cannot connect: {why}", how)
+    tcp = [connect for connect, _ in timed]
+    tls = [handshake for _, handshake in timed if handshake is not None]
     rtt = statistics.median(tcp)
-    details = {"tcp_connect_s": tcp, "tls_connect_s": tls}
+    details: dict[str, Any] = {"tcp_connect_s": tcp, "tls_connect_s": [c + h for c, h in zip(tcp, tls)]}
     found = f"TCP connect median {rtt * 1000:.1f} ms (min {min(tcp) * 1000:.1f}, max {max(tcp) * 1000:.1f})"
     if tls:
-        handshake = max(statistics.median(tls) - rtt, 0.0)
+        handshake = statistics.median(tls)
         details["tls_handshake_s"] = handshake
         found += f"; TLS handshake median {handshake * 1000:.1f} ms on top"
-        how += ", then as many TLS connections"
+        how += ", each with its TLS handshake timed apart"
     return ProbeResult("network", "network_rtt", rtt, found, how, details)
 
 

@@ -37,7 +37,7 @@ from surgelab.telemetry.derive import memory_series, summarize_telemetry
 from surgelab.telemetry.diagnose import attach_telemetry
 from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
-from surgelab.telemetry.scrape import Scraper, ScrapeSource
+from surgelab.telemetry.scrape import Scraper, scrape_sources
 from surgelab.units import SECOND
 
 __all__ = [
@@ -130,7 +130,7 @@ def telemetry_scraper(scenario: Scenario, run_dir: Path, clock: Callable[[], int
         local = [sampler] if sampler is not None else []
     if not config.sources and not local:
         return None
-    sources = [ScrapeSource(s.label, str(s.url), s.preset, tuple(s.series), s.timeout) for s in config.sources]
+    sources = scrape_sources(config, [scenario.target, *(scenario.targets or [])])
     store = PartStore(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
     return Scraper(sources, config.interval, clock, store, local)
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import AnyHttpUrl, Field
 
 from surgelab.scenario.base import PositiveSeconds, ScenarioModel
+from surgelab.scenario.target import Tls
 
 __all__ = ["Output", "Telemetry", "TelemetrySource"]
 
@@ -28,6 +29,10 @@ class TelemetrySource(ScenarioModel):
     )
     series: list[str] = Field(default_factory=list, description="More metric families to keep (* wildcards).")
     timeout: PositiveSeconds = Field(2.0, description="A slower answer is a failed scrape, never a slower run.")
+    tls: Tls | None = Field(
+        None,
+        description="TLS for an https:// source (ca_cert, client_cert, client_key, server_name, insecure); default: the target's when the source is on the target's host, else the system's trust.",
+    )
 
     @property
     def label(self) -> str:

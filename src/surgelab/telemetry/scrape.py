@@ -3,6 +3,10 @@
 Each source is fetched on its own session with a short timeout, parsed off the event loop,
 and filtered to its preset's series (or the ones named). A source that is down, slow or
 answers garbage costs a failed scrape, recorded as ``up = 0`` with the reason; the run goes on.
+
+An https:// source is trusted as the load path trusts its target (``client/network.py``): a
+source on a target's host takes that target's ``tls`` and ``proxy``, unless it declares its own
+``tls``; any other source has the system's trust and the environment's proxies (``NO_PROXY`` …).
 """
 
 from __future__ import annotations
@@ -10,16 +14,21 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from surgelab._compat import timeout
+from surgelab.client.network import request_options, tls_failure
 from surgelab.metrics.store import PartStore
+from surgelab.scenario.output import Telemetry
+from surgelab.scenario.target import Target, Tls
 from surgelab.telemetry.presets import PRESETS, detect_preset
 from surgelab.telemetry.samples import Family, SampleBuffer, label_text, parse_exposition
 
-__all__ = ["ScrapeSource", "Scraper"]
+__all__ = ["ScrapeSource", "Scraper", "scrape_sources"]
 
 _MAX_BODY = 16 * 1024 * 1024
 _FLUSH_EVERY = 5  # scrapes between writes to disk
@@ -32,6 +41,26 @@ class ScrapeSource:
     preset: str = "auto"  # a preset name, "auto" (detect from the metric names) or "all"
     series: tuple[str, ...] = ()  # extra families to keep; "*" keeps everything
     timeout: float = 2.0
+    tls: Tls = field(default_factory=Tls)
+    proxy: str = "env"  # as target.proxy: env, none, or a proxy URL
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """aiohttp's keywords for this source: its TLS context and name, its proxy."""
+        return request_options(self.url, self.tls, self.proxy)
+
+
+def scrape_sources(telemetry: Telemetry, targets: Sequence[Target]) -> list[ScrapeSource]:
+    """The scenario's sources, each with the TLS and proxy it is fetched with: a source's own ``tls``,
+    else that of the target on the same host (its proxy too), else the system's trust."""
+    out = []
+    for s in telemetry.sources:
+        host = urlsplit(str(s.url)).hostname
+        same = next((t for t in targets if urlsplit(t.base_url).hostname == host), None)
+        tls = s.tls or (same.tls if same is not None else Tls())
+        proxy = same.proxy if same is not None else "env"
+        out.append(ScrapeSource(s.label, str(s.url), s.preset, tuple(s.series), s.timeout, tls, proxy))
+    return out
 
 
 class _Filter:
@@ -111,7 +140,7 @@ class Scraper:
         add = self.buffer.add
         error = None
         try:
-            async with timeout(source.timeout), session.get(source.url) as response:
+            async with timeout(source.timeout), session.get(source.url, **source.options) as response:
                 body = await _read_body(response)
                 if response.status != 200:
                     error = f"HTTP {response.status}"
@@ -125,7 +154,7 @@ class Scraper:
         except (TimeoutError, asyncio.TimeoutError):
             error = f"timeout after {source.timeout:g}s"
         except (aiohttp.ClientError, OSError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:200]
+            error = (tls_failure(exc) or f"{type(exc).__name__}: {exc}")[:200]
         except ValueError as exc:
             error = str(exc)[:200]
         duration = (self.clock() - started) / 1e9
