@@ -14,14 +14,16 @@ repository, so a better fit is checked again without measuring again):
 ``validate``
     ``surgelab validate-twin --measured RUN`` for every held-out run: the same scenario (same
     seed and salt) simulated on one replica of the fitted profile — for the held-out setting, the
-    profile with that setting's batch limit — and compared with what was measured. Prints the
-    table; ``--results`` appends it to benchmarks/RESULTS.md.
+    profile with that setting's batch limit — and compared with what was measured. With
+    ``--repeat DATA2`` (the held-out scenarios measured again into another folder) the twin is
+    checked on both measurements and the two are compared: the machine's noise floor. Prints
+    the table; ``--results`` appends it to benchmarks/RESULTS.md.
 
 Needs llama-server built by ``../shared/tools/realserver/setup.sh`` and vLLM by ``ci/vllm/setup.sh``.
-Not a CI test. For steady timings run it at a high priority, the client on the core the engine
-does not use (the engine's compute thread is on core 0; vLLM binds its worker there itself)::
+Not a CI test. For steady timings run it as root at a high priority, the client on core 1 (the
+engines' compute is pinned to core 0; see ``prioritise`` and ``place_vllm``)::
 
-    setsid nice -n -10 taskset -c 1 python benchmarks/twin_real.py --engine llamacpp --data /work/twin-data/llamacpp all
+    setsid nice -n -10 taskset -c 1 python benchmarks/twin_real.py all --engine llamacpp --data /work/twin-data/llamacpp
 """
 
 from __future__ import annotations
@@ -114,10 +116,10 @@ def prioritise(pid: int | str = "self") -> None:
 def place_vllm(pid: int) -> None:
     """vLLM's engine core and its worker on core 0, its API server on core 1 (with the client).
 
-    The engine core waits for the worker in a busy loop that yields the core (``sched_yield``);
-    sharing a core with it, the API server got so little CPU that it sent each streamed answer in
-    one burst at the end (measured: every token at once, 200–700 ms after the send, while vLLM's
-    own histograms said TTFT 38 ms and 7.6 ms between tokens). Apart, tokens arrive as generated.
+    The engine core waits for the worker in a busy loop that yields the core (``sched_yield``).
+    Left free to share a core with it, the API server sent each streamed answer in one burst at
+    the end (measured: every token at once, 200–700 ms after the send, while vLLM's own
+    histograms said TTFT 38 ms and 7.6 ms between tokens). Placed apart, tokens arrive as generated.
     Its start.sh runs it in a session of its own: that session gets this process's priority."""
     prioritise(pid)
     group = subprocess.run(["pgrep", "-g", str(pid)], capture_output=True, text=True).stdout.split()
