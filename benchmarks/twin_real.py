@@ -292,7 +292,7 @@ def table(engine: Engine, rows: list[dict[str, Any]]) -> list[str]:
                 continue
             check = row[key]
             lines.append(f"| {label} | {what} | " + " | ".join(_value(check["measured"][m]) for m in METRICS) + " |")
-            lines.append(f"| | twin | " + " | ".join(f"{_value(check['predicted'][m])} ({_pct(check['errors'][m], m)})"
+            lines.append("| | twin | " + " | ".join(f"{_value(check['predicted'][m])} ({_pct(check['errors'][m], m)})"
                                                      for m in METRICS) + " |")  # fmt: skip
             label = ""
         if "noise" in row:
