@@ -76,18 +76,31 @@ def fit(
 
 @app.command("validate-twin")
 def validate_twin_command(
-    scenario_file: Path = typer.Argument(..., metavar="SCENARIO", help="A held-out scenario against the real server."),
+    scenario_file: Path | None = typer.Argument(None, metavar="[SCENARIO]", help="A held-out scenario against the real server."),
     profile: str = typer.Option(..., help="The fitted profile (file or name)."),
+    measured: Path | None = typer.Option(
+        None, metavar="RUN", help="Instead of SCENARIO: a run measured earlier; only the simulation runs (another profile, no new load)."
+    ),
     out: Path = typer.Option(Path("runs/twin-check"), help="Where the measured and simulated runs go."),
     p50_tolerance: float = typer.Option(0.15, help="Largest relative error allowed at P50 and on throughput."),
     p99_tolerance: float = typer.Option(0.25, help="Largest relative error allowed at P99."),
 ) -> None:
     """Run a held-out scenario for real and in the simulator with the fitted profile; report the errors."""
-    from surgelab.twin.validate import validate_twin
+    from surgelab.metrics.rundir import RunDirError
+    from surgelab.twin.validate import check_measured, validate_twin
 
-    scenario = load_or_exit(scenario_file, {})
-    key = os.environ.get(scenario.target.api_key_env) if scenario.target.api_key_env else None
-    check = validate_twin(scenario, _base(profile), out, api_key=key, p50_tolerance=p50_tolerance, p99_tolerance=p99_tolerance)
+    if (scenario_file is None) == (measured is None):
+        raise fail("give a held-out SCENARIO to measure, or --measured RUN (an earlier run), not both")
+    tolerances = {"p50_tolerance": p50_tolerance, "p99_tolerance": p99_tolerance}
+    try:
+        if measured is not None:
+            check = check_measured(measured, _base(profile), out, **tolerances)
+        else:
+            scenario = load_or_exit(scenario_file, {})
+            key = os.environ.get(scenario.target.api_key_env) if scenario.target.api_key_env else None
+            check = validate_twin(scenario, _base(profile), out, api_key=key, **tolerances)
+    except (ValueError, RunDirError) as exc:  # not a run to compare with; --out holding an earlier check
+        raise fail(str(exc)) from None
     table = Table(title="digital twin: prediction against measurement", title_justify="left")
     for col in ("metric", "measured", "predicted", "error"):
         table.add_column(col, justify="right" if col != "metric" else "left")

@@ -7,6 +7,7 @@ measurement and at P99 within ``p99_tolerance``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ import yaml
 from surgelab.aio import run_async
 from surgelab.engine.profile import EngineProfile
 from surgelab.runner.run import run_scenario, with_salt
+from surgelab.scenario.loader import ScenarioError, load_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sim.loader import build_fleet
 from surgelab.sim.run import simulate
 
-__all__ = ["TwinCheck", "validate_twin", "compare_summaries"]
+__all__ = ["TwinCheck", "validate_twin", "check_measured", "compare_summaries"]
 
 METRICS = (
     ("throughput", ("throughput", "requests_per_s"), "p50"),
@@ -71,12 +73,28 @@ def validate_twin(
     """Measure ``scenario`` against its target, simulate it on one replica of ``profile``, compare."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    scenario = with_salt(scenario)
+    measured = run_async(run_scenario(with_salt(scenario), out / "measured", api_key=api_key)).run_dir
+    return check_measured(measured, profile, out, p50_tolerance=p50_tolerance, p99_tolerance=p99_tolerance)
+
+
+def check_measured(
+    measured: Path, profile: EngineProfile, out: Path, *, p50_tolerance: float = 0.15, p99_tolerance: float = 0.25
+) -> TwinCheck:
+    """Simulate a run measured earlier (its saved scenario: same seed and salt, same requests) on one
+    replica of ``profile`` and compare with its summary — a new profile checked without measuring again."""
+    measured, out = Path(measured), Path(out)
+    try:
+        summary = json.loads((measured / "summary.json").read_text(encoding="utf-8"))
+        scenario = load_scenario(measured / "scenario.yaml")
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{measured}: not a finished run directory (summary.json and scenario.yaml): {exc}") from None
+    except ScenarioError as exc:
+        raise ValueError(f"{measured}/scenario.yaml: {exc}") from None
+    out.mkdir(parents=True, exist_ok=True)
     profile_file = out / "twin-profile.yaml"
     profile_file.write_text(yaml.safe_dump(profile.to_dict(), sort_keys=False), encoding="utf-8")
-    measured = run_async(run_scenario(scenario, out / "measured", api_key=api_key)).summary
     fleet = build_fleet({"name": "twin", "pools": [{"name": "twin", "replicas": 1, "profile": str(profile_file)}]})
     predicted = simulate(scenario, fleet, out / "simulated").summary
-    check = compare_summaries(measured, predicted, p50_tolerance, p99_tolerance)
+    check = compare_summaries(summary, predicted, p50_tolerance, p99_tolerance)
     (out / "twin-check.yaml").write_text(yaml.safe_dump(check.to_dict(), sort_keys=False), encoding="utf-8")
     return check
