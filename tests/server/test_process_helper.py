@@ -65,6 +65,7 @@ def test_public_names_are_pinned():
             "StepResult",
             "load_profile",
             "prefix_block_hashes",
+            "sequences_that_fit",
             "profile_names",
         ]
     )
