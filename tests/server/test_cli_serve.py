@@ -65,3 +65,17 @@ def test_serving_an_explicit_coefficients_file(tmp_path):
         models = Http(server.root_url).get("/v1/models").json()
     assert models["data"][0]["id"] == "my-fitted-model"
     assert models["data"][0]["max_model_len"] == 4096
+
+
+def test_a_front_end_time_delays_each_request_once(tmp_path):
+    path = tmp_path / "front.yaml"
+    path.write_text(
+        "prefill_s_per_token: 1.0e-7\ndecode_base_s: 0.02\ns_per_kv_token: 0\nstep_overhead_s: 0\n"
+        "request_overhead_s: 0.4\nkv_capacity_tokens: 100000\nmax_num_seqs: 64\nmax_batched_tokens: 4096\n"
+    )
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "ignore_eos": True}
+    with ServerProcess(profile=str(path)) as server:
+        reply = Http(server.root_url).post("/v1/chat/completions", body)
+    assert reply.status == 200
+    # 0.4 s of front end, then 20 steps of 20 ms: once per request, not once per step (which would be 8 s)
+    assert 0.7 <= reply.seconds < 2.0  # without the front end: 0.4 s

@@ -33,7 +33,8 @@ SMALL_BUDGET = {  # llama3-8b-h100 with a 512-token step budget and 12k tokens o
 CPU_LIKE = {  # the same with a CPU's step: parts added, prefill attention, per-sequence overhead
     **SMALL_BUDGET, "combine": "sum", "prefill_s_per_pair": 2e-9, "step_s_per_seq": 1e-4,
 }  # fmt: skip
-PROFILES = {"SMALL_BUDGET": SMALL_BUDGET, "CPU_LIKE": CPU_LIKE}
+FRONT_END = {**SMALL_BUDGET, "request_overhead_s": 0.0073}  # the API server's time per request, before any step
+PROFILES = {"SMALL_BUDGET": SMALL_BUDGET, "CPU_LIKE": CPU_LIKE, "FRONT_END": FRONT_END}
 
 CASES = {
     "continuous batching, arrivals mid-decode": ({"rate": 20, "duration": "40s"}, VARIED, {}, {}),
@@ -66,6 +67,10 @@ CASES = {
         {"prompt_tokens": {"dist": "uniform", "min": 50, "max": 300}, "output_tokens": {"dist": "uniform", "min": 20, "max": 120},
          "session": {"turns": 3, "think_time": "1s"}},
         {}, {},
+    ),
+    "a front end's time per request: admission after it, timeouts and a crash meanwhile": (
+        {"rate": 12, "duration": "30s"}, LONG,
+        {"profile": "FRONT_END", "failures": {"crashes": [{"at": "12s", "replica": 1}], "recovery": "2s"}}, TIMEOUTS,
     ),
     "four replicas, round robin": ({"rate": 40, "duration": "30s"}, VARIED, {"replicas": 4}, {"router": {"policy": "round_robin"}}),
     "crashes, health checks, restarts with cold start": (

@@ -72,7 +72,7 @@ def _observations(profile: EngineProfile, seed: int = 0, noise: float = 0.005, l
     kv = b * rng.uniform(100, 3000, b.size)
     gaps = np.array([profile.price(n, r, n, 0) for n, r in zip(b, kv)])
     prompt = rng.integers(*lengths, 60) if lengths[1] > lengths[0] else np.full(60, lengths[0])
-    ttft = np.array([profile.step_time(int(p), 0, int(p)) for p in prompt])
+    ttft = np.array([profile.request_overhead_s + profile.step_time(int(p), 0, int(p)) for p in prompt])
     mb = rng.integers(1, 10, 120 if mixed else 0).astype(float)
     mkv = mb * rng.uniform(100, 3000, mb.size)
     mp = rng.integers(50, 3000, mb.size).astype(float)
@@ -111,8 +111,9 @@ def test_constant_prompt_lengths_keep_the_base_overhead_with_a_warning_never_a_s
                    for n in result.notes), result.notes  # fmt: skip
     assert "step_overhead_s" in held
     assert result.profile.prefill_s_per_token > 0 and result.profile.step_overhead_s == 0.0015
-    # the prompt time the records do show is still right: overhead + slope × 800 tokens
-    assert result.profile.step_time(800, 0, 800) == pytest.approx(truth.step_time(800, 0, 800), rel=0.02)
+    # the time to first token the records do show is still right: front end + overhead + slope × 800 tokens
+    fitted = result.profile
+    assert fitted.request_overhead_s + fitted.step_time(800, 0, 800) == pytest.approx(truth.step_time(800, 0, 800), rel=0.02)
     # without a base profile the value written is the default, and the warning says so
     bare = fit_observations(obs)
     assert any(n.startswith("WARNING step_overhead_s: not identifiable") and "no base profile" in n for n in bare.notes)
@@ -147,3 +148,56 @@ def test_gaps_of_zero_cannot_drive_the_roofline_fit_to_an_all_compute_engine() -
     assert c["decode_step_base_s"].value == pytest.approx(step_base, rel=0.05), c
     assert not any("not identifiable" in n for n in result.notes), result.notes
     assert result.samples["trimmed"] >= 12 and result.residual["decode"] < 0.05
+
+
+# A vLLM-like engine behind an API server: 4.6 ms of front end per request (HTTP, tokenising) before
+# the request can join a step, chunked prefill over a 1,024-token budget, steps priced by max().
+FRONT_END = {
+    "prefill_s_per_token": 5.6e-5, "decode_base_s": 0.0054, "s_per_kv_token": 1.27e-6, "step_overhead_s": 0.003,
+    "request_overhead_s": 0.0046, "kv_capacity_tokens": 100_000, "max_num_seqs": 8, "max_batched_tokens": 1024,
+}  # fmt: skip
+
+
+def test_fit_recovers_a_front_end_time_per_request_apart_from_the_step_overhead(tmp_path: Path) -> None:
+    from surgelab.sim.loader import build_fleet
+    from surgelab.sim.run import simulate
+
+    (tmp_path / "truth.yaml").write_text(yaml.safe_dump(FRONT_END))
+    fleet = build_fleet({"pools": [{"replicas": 1, "profile": str(tmp_path / "truth.yaml"), "coalesce": 0}]})
+    simulate(_scenario({"rate": 2, "duration": "15s", "arrival": "constant"},
+                       {"prompt_tokens": {"dist": "uniform", "min": 32, "max": 1500}, "output_tokens": 4}),
+             fleet, tmp_path / "runs" / "idle")  # fmt: skip
+    simulate(_scenario({"concurrency": {"type": "step", "start": 1, "step": 4, "hold": "2s", "max": 13}},
+                       {"prompt_tokens": {"dist": "uniform", "min": 32, "max": 1200}, "output_tokens": 48}),
+             fleet, tmp_path / "runs" / "climb")  # fmt: skip
+    base = replace(EngineProfile.from_mapping(FRONT_END), request_overhead_s=0.0)
+    result = fit_profile(tmp_path / "runs", base=base)
+    assert result.profile.combine == "max", result.reason
+    c = result.coefficients
+    for name in ("request_overhead_s", "step_overhead_s", "decode_base_s", "s_per_kv_token", "prefill_s_per_token"):
+        assert c[name].source == "fitted", (name, c[name])  # not kept from the base's 0, not clamped
+        assert c[name].value == pytest.approx(FRONT_END[name], rel=0.05), (name, c[name])
+        assert 0 < c[name].stderr < 0.05 * c[name].value, (name, c[name])
+    assert result.profile.request_overhead_s == c["request_overhead_s"].value
+
+
+def test_a_front_end_the_records_cannot_tell_from_the_prefill_is_held_never_solved() -> None:
+    from surgelab.twin.fit import rows_of
+    from surgelab.twin.structure import Structure, solve
+
+    # one prompt length and no mixed steps, under max: the idle prefills' intercept is front end + step
+    # overhead + slope × 800, and nothing tells the three apart
+    truth = replace(GPU, prefill_s_per_pair=0.0, request_overhead_s=0.003)
+    obs = _observations(truth, lengths=(800, 800), mixed=False)
+    held = {"request_overhead_s": 0.002, "step_overhead_s": 0.0015, "decode_base_s": 0.0, "s_per_kv_token": 0.0,
+            "prefill_s_per_token": 0.0, "prefill_s_per_pair": 0.0, "step_s_per_seq": 0.0}  # fmt: skip
+    sol = solve(rows_of(obs, truth.max_batched_tokens), Structure("max"), held)
+    assert "request_overhead_s" not in sol.solved
+    assert sol.held["request_overhead_s"].startswith("confounded with")
+    assert sol.values["request_overhead_s"] == 0.002  # the value given for it, not 0
+    # through the fit, a held coefficient is written with its source and a warning (test above)
+    base = replace(truth, request_overhead_s=0.002)
+    result = fit_observations(obs, base=base)
+    c = result.coefficients["request_overhead_s"]
+    warned = any(n.startswith("WARNING request_overhead_s: not identifiable") for n in result.notes)
+    assert (c.source == "kept from base profile" and c.value == 0.002 and warned) or (c.source == "fitted" and not warned)

@@ -15,6 +15,12 @@ CPU: the parts take turns). A prefill chunk of ``n`` tokens after ``c`` already 
 computes ``a = n·c + n(n+1)/2`` (query, key) pairs: attention is what makes prefill grow
 faster than the prompt. With the defaults (``prefill_s_per_pair = step_s_per_seq = 0``,
 ``combine = max``) the step time is the roofline ``overhead + max(memory, compute)``, bit for bit.
+
+``request_overhead_s`` is no part of a step: it is the front end's time per request (HTTP,
+tokenising, request set-up in the API server), paid once when a request arrives, before it
+can join a step. It delays the request's admission and so its first token, but it does not
+occupy the engine: the front end works concurrently with the steps. The engine itself reads
+no clock, so its callers apply it (the simulator's replica, the embedded server's driver).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ __all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_pro
 
 COEFFICIENTS = (
     "prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "prefill_s_per_pair", "step_s_per_seq",
+    "request_overhead_s",
 )  # fmt: skip
 """The step-time coefficients (seconds per unit of work), each a finite number >= 0."""
 COMBINE = ("max", "sum")
@@ -66,6 +73,8 @@ class EngineProfile:
     """Scheduling overhead per sequence in a step (bookkeeping, sampling, per-sequence launches)."""
     combine: str = "max"
     """How a step's memory- and compute-bound parts combine: ``max`` (GPU) or ``sum`` (CPU)."""
+    request_overhead_s: float = 0.0
+    """The front end's time per request before it can join a step (not engine time: concurrent with steps)."""
 
     def validate(self) -> list[str]:
         """Every problem at once, as ``field: message`` lines."""

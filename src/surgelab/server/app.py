@@ -154,6 +154,8 @@ class InferenceServer:
         try:
             self.faults.check_admission(self.inflight)
             await self.faults.delay()
+            if self.config.profile.request_overhead_s:  # the front end's own time, before the engine sees it
+                await asyncio.sleep(self.config.profile.request_overhead_s)
             return await serve(request, parsed)
         finally:
             self.inflight -= 1

@@ -60,6 +60,7 @@ class FastEngineBackend:
         self.profile, self.prefix_caching = profile, prefix_caching
         self.pending: Event | None = None
         self.chunk = 8  # steps to plan ahead: arrivals cut a plan, so about as many as come between two
+        self.front_ns = round(profile.request_overhead_s * SECOND)  # Replica.arrive delays submit by it
         self._clear()
 
     def _clear(self) -> None:
@@ -82,6 +83,10 @@ class FastEngineBackend:
     @property
     def waiting(self) -> int:
         return self.engine.num_waiting
+
+    def check(self, req: SimRequest) -> None:
+        """RequestRejected if the engine could never serve ``req``."""
+        self.engine.check(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
         request = EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes)

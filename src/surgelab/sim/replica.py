@@ -84,8 +84,17 @@ class Replica:
         self.outstanding[req.rid] = req
 
     def arrive(self, req: SimRequest, now: int) -> Iterable[Event]:
-        """``req`` reaches the replica (at once, or after the network's way there)."""
+        """``req`` reaches the replica (at once, or after the network's way there).
+
+        An engine whose profile has a front-end time (``request_overhead_s``) takes the request
+        that much later (``_admit``): the front end's work delays its admission, not any step.
+        A request the engine can never serve is refused at once, as without it.
+        """
         req.outcome.first_byte_ns = now
+        front = getattr(self.backend, "front_ns", 0)
+        if front:
+            self.backend.check(req)  # type: ignore[attr-defined]
+            return (Call(now + front, Rank.ARRIVAL, _admit, self, req),)
         return self.backend.submit(self, req, now)
 
     def release(self, req: SimRequest) -> None:
@@ -112,10 +121,15 @@ class EngineBackend:
         self.engine = Engine(profile, prefix_caching=prefix_caching)
         self.pending: Event | None = None
         self.deadlines: list[tuple[int, str]] = []  # first-token deadlines of requests not yet answered
+        self.front_ns = round(profile.request_overhead_s * SECOND)
 
     @property
     def waiting(self) -> int:
         return self.engine.num_waiting
+
+    def check(self, req: SimRequest) -> None:
+        """RequestRejected if the engine could never serve ``req``."""
+        self.engine.check(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
         self.engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
@@ -165,6 +179,13 @@ class EngineBackend:
         rep.busy_ns += span
         self.pending = Call(now + span, Rank.STEP_END, _step_end, rep, self, results)
         return (self.pending,)
+
+
+def _admit(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
+    """The front end is done with ``req``: it joins the engine, unless it is gone meanwhile (a crash)."""
+    if req.done or req.replica is not rep:
+        return ()
+    return rep.backend.submit(rep, req, sim.now)
 
 
 def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: list) -> Iterable[Event]:

@@ -199,7 +199,8 @@ def _coefficients(sol: Solution, held: dict[str, float], base_given: bool, notes
             out[name] = Coefficient(sol.values[name], se[name])
     step = ("step_overhead_s", "decode_base_s")
     out["decode_step_base_s"] = Coefficient(sum(sol.values.get(k, 0.0) for k in step), stderr(sol, dict.fromkeys(step, 1.0)), "derived")
-    order = ("prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "decode_step_base_s")
+    order = ("prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "decode_step_base_s",
+             "request_overhead_s")  # fmt: skip
     return {k: out[k] for k in (*order, *[p for p in PARAMS if p not in order])}
 
 

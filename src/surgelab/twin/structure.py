@@ -3,9 +3,15 @@
 Every observation is one or more engine steps whose time is the profile's formula
 (``EngineProfile.price``)::
 
-    t = overhead·steps + step_s_per_seq·sequences + combine(memory, compute)
+    t = overhead·steps + step_s_per_seq·sequences + combine(memory, compute) [+ request_overhead_s]
     memory  = decode_base_s·steps + s_per_kv_token·(KV tokens read)
     compute = prefill_s_per_token·tokens + prefill_s_per_pair·(attention pairs)
+
+``request_overhead_s`` (the front end's time per request, before it joins a step) is paid by
+idle prefills alone: their time is from the send to the first token. It is told apart from the
+step overhead by the steps that do not carry it — decode gaps and mixed steps — and held (at
+the base profile's value) when it cannot be: e.g. under ``max`` when every idle prefill is one
+step and no mixed step is compute-bound, its column is the step overhead's less decode_base's.
 
 A *structure* is a choice of ``combine`` (``max`` or ``sum``) and of which optional terms it
 has (prefill attention, per-sequence overhead). Under ``sum`` the time is linear in the
@@ -40,9 +46,11 @@ import numpy as np
 
 __all__ = ["KINDS", "PARAMS", "Rows", "Solution", "Structure", "STRUCTURES", "solve", "stderr"]
 
-PARAMS = ("step_overhead_s", "decode_base_s", "s_per_kv_token", "prefill_s_per_token", "prefill_s_per_pair", "step_s_per_seq")
+PARAMS = ("step_overhead_s", "decode_base_s", "s_per_kv_token", "prefill_s_per_token", "prefill_s_per_pair", "step_s_per_seq",
+          "request_overhead_s")  # fmt: skip
 # the order coefficients are admitted in when some are confounded: the last of a confounded set is the one held
-_PRIORITY = ("s_per_kv_token", "decode_base_s", "prefill_s_per_token", "prefill_s_per_pair", "step_s_per_seq", "step_overhead_s")
+_PRIORITY = ("s_per_kv_token", "decode_base_s", "prefill_s_per_token", "prefill_s_per_pair", "step_s_per_seq", "step_overhead_s",
+             "request_overhead_s")  # fmt: skip
 _OPTIONAL = {"prefill_s_per_pair": "attention", "step_s_per_seq": "per_seq"}
 KINDS = {0: "decode", 1: "prefill", 2: "mixed"}
 _ROUNDS = 20
@@ -91,6 +99,7 @@ class Rows:
             "step_overhead_s": self.steps.astype(float), "decode_base_s": self.steps * on_memory,
             "s_per_kv_token": self.kv * on_memory, "prefill_s_per_token": self.tokens * on_compute,
             "prefill_s_per_pair": self.pairs * on_compute, "step_s_per_seq": self.seqs.astype(float),
+            "request_overhead_s": (self.kind == 1).astype(float),
         }  # fmt: skip
 
     def predict(self, structure: Structure, values: dict[str, float]) -> np.ndarray:
@@ -98,7 +107,8 @@ class Rows:
         memory = v["decode_base_s"] * self.steps + v["s_per_kv_token"] * self.kv
         compute = v["prefill_s_per_token"] * self.tokens + v["prefill_s_per_pair"] * self.pairs
         both = memory + compute if structure.combine == "sum" else np.maximum(memory, compute)
-        return v["step_overhead_s"] * self.steps + v["step_s_per_seq"] * self.seqs + both
+        front = v["request_overhead_s"] * (self.kind == 1)
+        return v["step_overhead_s"] * self.steps + v["step_s_per_seq"] * self.seqs + both + front
 
     def memory_bound(self, values: dict[str, float]) -> np.ndarray:
         memory = values.get("decode_base_s", 0.0) * self.steps + values.get("s_per_kv_token", 0.0) * self.kv
@@ -185,9 +195,10 @@ def _lstsq(cols, names, fixed, rows, w):
     return theta, cov, resid
 
 
-def _solve_assigned(rows, structure, memory, held_values, w):
+def _solve_assigned(rows, structure, memory, held_values, w, pinned=None):
     cols = rows.columns(structure, memory)
-    names, why = _identifiable(cols, list(structure.params), w)
+    names, why = _identifiable(cols, [p for p in structure.params if p not in (pinned or {})], w)
+    why.update(pinned or {})
     fixed = {k: held_values[k] for k in why}
     negative: dict[str, tuple[float, float]] = {}
     while True:
@@ -216,11 +227,15 @@ def _assigned(rows: Rows, structure: Structure, held_values: dict[str, float], w
     weighted loss of the ``max`` formula itself (not of the linear model of its assignment).
     """
     physics = rows.kind == 0  # decode gaps memory-bound, prefills and mixed steps compute-bound
+    # the front end's time is solved for only if the physics' assignment identifies it: an assignment that
+    # calls some idle prefills memory-bound could tell it from the prefill slope where the records cannot
+    front = _identifiable(rows.columns(structure, physics), list(structure.params), w)[1]
+    pinned = {k: v for k, v in front.items() if k == "request_overhead_s"}
     if structure.combine == "sum":
-        values, se, why, negative, _ = _solve_assigned(rows, structure, physics, held_values, w)
+        values, se, why, negative, _ = _solve_assigned(rows, structure, physics, held_values, w, pinned)
         return values, se, why, negative
     additive = Structure("sum", structure.attention, structure.per_seq)
-    starts = [physics, rows.memory_bound(_solve_assigned(rows, additive, physics, held_values, w)[0])]
+    starts = [physics, rows.memory_bound(_solve_assigned(rows, additive, physics, held_values, w, pinned)[0])]
     seen, tried = [], set()
     for memory in starts:
         for _ in range(_ROUNDS):
@@ -228,7 +243,7 @@ def _assigned(rows: Rows, structure: Structure, held_values: dict[str, float], w
             if key in tried:
                 break
             tried.add(key)
-            values, se, why, negative, _ = _solve_assigned(rows, structure, memory, held_values, w)
+            values, se, why, negative, _ = _solve_assigned(rows, structure, memory, held_values, w, pinned)
             loss = float(np.sum((w * (rows.y - rows.predict(structure, values))) ** 2))
             seen.append(((-_carried(rows, structure, memory), len(why), loss), (values, se, why, negative)))
             memory = rows.memory_bound(values)
