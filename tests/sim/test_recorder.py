@@ -56,3 +56,30 @@ def test_records_written_in_batches_come_out_sorted_by_id_as_one(tmp_path, monke
     assert got.equals(expected)
     assert pq.read_table(tmp_path / "batched" / "records.parquet").equals(expected)
     assert got["itl_us"].to_pylist()[3] == [2_500_000, 2_500_000]  # id 4, the 8th to finish: k = 7, 3 tokens
+
+
+def test_sim_rows_make_the_table_of_record_meta_and_outcome():
+    """MetaRow and SimOutcome (what the simulator makes per request) give RecordBuffer's table of the full objects."""
+    from dataclasses import fields
+
+    from surgelab.metrics.store import MetaRow
+    from surgelab.sim.request import SimOutcome
+
+    assert MetaRow._fields == tuple(f.name for f in fields(RecordMeta))
+    assert MetaRow(1, 2, False) == tuple(getattr(RecordMeta(1, 2, False), f) for f in MetaRow._fields)  # defaults
+    buffer, metas, outs = RecordBuffer(), [], []
+    for i, times in enumerate([[1_000, 4_000], [], [7, 2_007_000, 2_007_001]]):
+        meta = MetaRow(i, i * 10, i == 1, 3, "p", "c", "paid", 5, 1, "chat")
+        out = SimOutcome(i * 10, State.OK if times else State.DROPPED, None if times else "max_in_flight (1) reached")
+        out.token_ns.extend(times)
+        if times:
+            out.first_token_ns, out.end_ns, out.prompt_tokens, out.output_tokens = times[0], times[-1] + 1, 40, len(times)
+            out.usage_source, out.http_status = "server", 200
+        full = Outcome(**{k: getattr(out, k) for k in SimOutcome.__slots__})
+        buffer.add(RecordMeta(*meta), full)
+        metas.append(meta)
+        outs.append(out)
+    expected = buffer.take()
+    assert Recorder._table(metas, outs).equals(expected)
+    mixed = [outs[0], Outcome(**{k: getattr(outs[1], k) for k in SimOutcome.__slots__}), outs[2]]
+    assert Recorder._table(metas, mixed).equals(expected)

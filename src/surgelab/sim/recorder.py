@@ -9,7 +9,6 @@ run's merged file.
 
 from __future__ import annotations
 
-from array import array
 from operator import attrgetter
 from pathlib import Path
 
@@ -19,12 +18,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from surgelab.files import write_atomic
-from surgelab.metrics.record import RECORD_SCHEMA, Outcome
+from surgelab.metrics.record import RECORD_SCHEMA, Outcome, State
 from surgelab.metrics.store import RECORDS_FILE, RecordMeta
 
 __all__ = ["Recorder"]
 
 _META_FIELDS = frozenset(RecordMeta.__dataclass_fields__)
+_DEFAULT = Outcome()  # what an outcome holds in a field nobody set
+_STATE, _TOKEN_NS = attrgetter("state"), attrgetter("token_ns")
+_STATE_VALUE = {s: s.value for s in State}.__getitem__
 _FLUSH_ROWS = 50_000
 _MAX_LIST_VALUES = 2**31 - 1  # what one chunk of a list column with 32-bit offsets holds
 
@@ -34,10 +36,10 @@ class Recorder:
         self.path = Path(run_dir) / RECORDS_FILE
         self.count = 0
         self._tables: list[pa.Table] = []
-        self._metas: list[RecordMeta] = []
-        self._outs: list[Outcome] = []
+        self._metas: list = []  # RecordMeta or MetaRow
+        self._outs: list = []  # Outcome or SimOutcome
 
-    def __call__(self, meta: RecordMeta, outcome: Outcome) -> None:
+    def __call__(self, meta, outcome) -> None:
         self._metas.append(meta)
         self._outs.append(outcome)
         self.count += 1
@@ -61,13 +63,16 @@ class Recorder:
         return table
 
     @staticmethod
-    def _table(metas: list[RecordMeta], outs: list[Outcome]) -> pa.Table:
-        """Every schema column from the meta or the outcome field of its name, as RecordBuffer does."""
-        lengths = np.fromiter((len(o.token_ns) for o in outs), dtype=np.int64, count=len(outs))
-        joined = array("q")
-        for o in outs:
-            joined.extend(o.token_ns)
-        gaps = np.diff(np.frombuffer(joined, dtype=np.int64))
+    def _table(metas: list, outs: list) -> pa.Table:
+        """Every schema column from the meta or the outcome field of its name, as RecordBuffer does.
+
+        Metas are ``RecordMeta`` or ``MetaRow``; outcomes ``Outcome`` or the simulator's
+        ``SimOutcome``, whose absent fields are ``Outcome``'s defaults (one constant column each).
+        """
+        n = len(outs)
+        times = list(map(_TOKEN_NS, outs))
+        lengths = np.fromiter(map(len, times), dtype=np.int64, count=n)
+        gaps = np.diff(np.frombuffer(b"".join(times), dtype=np.int64))
         bounds = np.cumsum(lengths)[:-1] - 1  # a diff across two requests is no gap
         keep = np.ones(gaps.size, dtype=bool)
         keep[bounds[(bounds >= 0) & (bounds < gaps.size)]] = False
@@ -76,16 +81,24 @@ class Recorder:
         # (arrow's integer division is several times faster than numpy's); wrapped to int32 as astype does
         itl = pc.cast(pc.divide(pa.array(gaps), 1000), pa.int32(), safe=False)
         offsets = np.concatenate(([0], np.cumsum(np.maximum(lengths - 1, 0)))).astype(np.int32)
+        kinds = set(map(type, outs))
         arrays = []
         for f in RECORD_SCHEMA:
-            if f.name == "itl_us":
+            name = f.name
+            if name == "itl_us":
                 arrays.append(pa.ListArray.from_arrays(pa.array(offsets), itl))
                 continue
-            if f.name == "worker":
-                values: list = [0] * len(metas)  # one simulating process
-            elif f.name == "state":
-                values = [o.state.value for o in outs]
+            if name == "worker":
+                values: list = [0] * n  # one simulating process
+            elif name == "state":
+                values = list(map(_STATE_VALUE, map(_STATE, outs)))
+            elif name in _META_FIELDS:
+                values = list(map(attrgetter(name), metas))
+            elif all(hasattr(k, name) for k in kinds):
+                values = list(map(attrgetter(name), outs))
+            elif not any(hasattr(k, name) for k in kinds):
+                values = [getattr(_DEFAULT, name)] * n  # a field no outcome here has: its default
             else:
-                values = list(map(attrgetter(f.name), metas if f.name in _META_FIELDS else outs))
+                values = [getattr(o, name, getattr(_DEFAULT, name)) for o in outs]
             arrays.append(pa.array(values, type=f.type))
         return pa.Table.from_arrays(arrays, schema=RECORD_SCHEMA)
