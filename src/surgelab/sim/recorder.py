@@ -24,6 +24,7 @@ from surgelab.metrics.store import RECORDS_FILE, RecordMeta
 __all__ = ["Recorder"]
 
 _META_FIELDS = frozenset(RecordMeta.__dataclass_fields__)
+_TEXT_COLUMNS = [f.name for f in RECORD_SCHEMA if f.type == pa.string()]
 _DEFAULT = Outcome()  # what an outcome holds in a field nobody set
 _STATE, _TOKEN_NS = attrgetter("state"), attrgetter("token_ns")
 _STATE_VALUE = {s: s.value for s in State}.__getitem__
@@ -59,7 +60,9 @@ class Recorder:
             table = table.combine_chunks()  # sorting one chunk is many times faster than sorting many
         table = table.sort_by("id")
         self._tables = []
-        write_atomic(self.path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))  # no .tmp on a full disk
+        # no .tmp on a full disk; dictionaries for the text columns only: on the inter-token gaps one costs
+        # time and makes the file larger
+        write_atomic(self.path, lambda tmp: pq.write_table(table, tmp, compression="zstd", use_dictionary=_TEXT_COLUMNS))
         return table
 
     @staticmethod
