@@ -73,7 +73,8 @@ def test_sim_rows_make_the_table_of_record_meta_and_outcome():
         out = SimOutcome(i * 10, State.OK if times else State.DROPPED, None if times else "max_in_flight (1) reached")
         out.token_ns.extend(times)
         if times:
-            out.first_token_ns, out.end_ns, out.prompt_tokens, out.output_tokens = times[0], times[-1] + 1, 40, len(times)
+            out.first_token_ns, out.end_ns = times[0], times[-1] + 1
+            out.prompt_tokens, out.output_tokens = 40, len(times)
             out.usage_source, out.http_status = "server", 200
         full = Outcome(**{k: getattr(out, k) for k in SimOutcome.__slots__})
         buffer.add(RecordMeta(*meta), full)

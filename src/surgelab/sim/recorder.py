@@ -62,7 +62,9 @@ class Recorder:
         self._tables = []
         # no .tmp on a full disk; dictionaries for the text columns only: on the inter-token gaps one costs
         # time and makes the file larger
-        write_atomic(self.path, lambda tmp: pq.write_table(table, tmp, compression="zstd", use_dictionary=_TEXT_COLUMNS))
+        write_atomic(
+            self.path, lambda tmp: pq.write_table(table, tmp, compression="zstd", use_dictionary=_TEXT_COLUMNS)
+        )
         return table
 
     @staticmethod
