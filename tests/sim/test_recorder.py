@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from array import array
 
+import pytest
+
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta
 from surgelab.sim.recorder import Recorder
@@ -30,14 +32,16 @@ def test_bulk_table_equals_record_buffer():
     assert got.equals(expected)
 
 
-def test_records_written_in_batches_come_out_sorted_by_id_as_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("windows", [64, 1, 0])  # rows moved where batches overlap; beyond the limit, all sorted
+def test_records_written_in_batches_come_out_sorted_by_id_as_one(tmp_path, monkeypatch, windows):
     """Batches (flushed as the run goes) are joined, sorted by id and written: the same table as one batch."""
     import pyarrow.parquet as pq
 
     import surgelab.sim.recorder as recorder
 
+    monkeypatch.setattr(recorder, "_MAX_WINDOWS", windows)
     rows = []
-    for k, i in enumerate([7, 3, 11, 0, 5, 9, 1, 4]):  # finish order is not id order
+    for k, i in enumerate([7, 3, 11, 0, 5, 9, 1, 4, 12, 13, 16, 14, 15, 17]):  # finish order is not id order
         first = 1_000_000 * k
         times = [first + j * 2_500_000_123 for j in range(k % 4)]  # gaps of 2.5 s: more ns than an int32 holds
         meta = RecordMeta(id=i, intended_ns=first, warmup=False)
