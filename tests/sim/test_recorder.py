@@ -11,7 +11,11 @@ from surgelab.metrics.store import RecordBuffer, RecordMeta
 from surgelab.sim.recorder import Recorder
 
 
-def test_bulk_table_equals_record_buffer():
+@pytest.mark.parametrize("gap_rows", [4096, 2, 1])  # inter-token gaps computed for this many requests at a time
+def test_bulk_table_equals_record_buffer(monkeypatch, gap_rows):
+    import surgelab.sim.recorder as recorder
+
+    monkeypatch.setattr(recorder, "_GAP_ROWS", gap_rows)
     rows = []
     for i, times in enumerate([[], [5_000], [1_000, 4_000, 4_000, 9_500], [], [7, 2_007_000], [3_000, 3_500, 4_000]]):
         meta = RecordMeta(id=i, intended_ns=i * 10, warmup=i == 0, user=i % 2, tier="paid" if i % 3 else "free")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from surgelab.files import write_atomic
@@ -30,6 +29,7 @@ _STATE, _TOKEN_NS = attrgetter("state"), attrgetter("token_ns")
 _STATE_VALUE = {s: s.value for s in State}.__getitem__
 _ID = attrgetter("id")
 _FLUSH_ROWS = 50_000
+_GAP_ROWS = 4_096  # requests whose inter-token gaps are computed together
 _MAX_WINDOWS = 64  # batches overlapping in more places than this are sorted whole
 _MAX_LIST_VALUES = 2**31 - 1  # what one chunk of a list column with 32-bit offsets holds
 
@@ -80,21 +80,24 @@ class Recorder:
         n = len(outs)
         times = list(map(_TOKEN_NS, outs))
         lengths = np.fromiter(map(len, times), dtype=np.int64, count=n)
-        gaps = np.diff(np.frombuffer(b"".join(times), dtype=np.int64))
-        bounds = np.cumsum(lengths)[:-1] - 1  # a diff across two requests is no gap
-        keep = np.ones(gaps.size, dtype=bool)
-        keep[bounds[(bounds >= 0) & (bounds < gaps.size)]] = False
-        gaps = gaps[keep]
-        # ns to µs: within a request token times never decrease, so truncation is the floor
-        # (arrow's integer division is several times faster than numpy's); wrapped to int32 as astype does
-        itl = pc.cast(pc.divide(pa.array(gaps), 1000), pa.int32(), safe=False)
-        offsets = np.concatenate(([0], np.cumsum(np.maximum(lengths - 1, 0)))).astype(np.int32)
+        offsets = np.concatenate(([0], np.cumsum(np.maximum(lengths - 1, 0))))
+        itl = np.empty(int(offsets[-1]), dtype=np.int32)
+        for start in range(0, n, _GAP_ROWS):  # a slice at a time: temporaries small enough to reuse memory
+            stop = min(start + _GAP_ROWS, n)
+            gaps = np.diff(np.frombuffer(b"".join(times[start:stop]), dtype=np.int64))
+            np.floor_divide(gaps, 1000, out=gaps)  # ns to µs, as RecordBuffer does
+            bounds = np.cumsum(lengths[start:stop])[:-1] - 1  # a diff across two requests is no gap
+            keep = np.ones(gaps.size, dtype=bool)
+            keep[bounds[(bounds >= 0) & (bounds < gaps.size)]] = False
+            # wrapped to int32 as astype does
+            np.copyto(itl[offsets[start] : offsets[stop]], gaps[keep], casting="unsafe")
+        offsets = offsets.astype(np.int32)
         kinds = set(map(type, outs))
         arrays = []
         for f in RECORD_SCHEMA:
             name = f.name
             if name == "itl_us":
-                arrays.append(pa.ListArray.from_arrays(pa.array(offsets), itl))
+                arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(itl)))
                 continue
             if name == "worker":
                 values: list = [0] * n  # one simulating process
