@@ -77,9 +77,9 @@ class Engine:
         self._places = 0
         self._decoding = DecodeSet(profile.block_size)
         self._plan: tuple[int, list] | None = None  # (planned steps, [(step, sequences finishing there)])
-        self._max_len = profile.max_model_len
         self._max_batched = profile.max_batched_tokens
-        self._max_tokens = self.kv.num_blocks * self.kv.block_size  # what the KV cache can ever hold
+        # prompt + output tokens a request may have: the context length and what the KV cache can ever hold
+        self._max_total = min(profile.max_model_len, self.kv.num_blocks * self.kv.block_size)
         self.num_preemptions = 0
 
     @property
@@ -102,7 +102,7 @@ class Engine:
     def check(self, request: EngineRequest) -> None:
         """Raise RequestRejected if ``request`` could never complete on this engine."""
         prompt, output = request.prompt_tokens, request.output_tokens
-        if prompt >= 1 and output >= 1 and prompt + output <= self._max_len and prompt + output <= self._max_tokens:
+        if prompt >= 1 and output >= 1 and prompt + output <= self._max_total:
             return
         errors = request.validate()
         if errors:

@@ -29,6 +29,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ class EngineProfile:
     def kv_blocks(self) -> int:
         return self.kv_capacity_tokens // self.block_size
 
-    @property
+    @cached_property  # read once per planned run: the fields are frozen
     def roofline(self) -> bool:
         """Whether the step time is the plain ``overhead + max(memory, compute)`` (no attention, per-sequence or additive terms)."""
         return self.prefill_s_per_pair == 0 and self.step_s_per_seq == 0 and self.combine == "max"

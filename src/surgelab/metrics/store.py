@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +28,7 @@ from surgelab.files import removing_on_error
 from surgelab.metrics.record import RECORD_SCHEMA, Outcome
 
 __all__ = [
-    "RecordMeta", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
+    "RecordMeta", "MetaRow", "RecordBuffer", "RecordStore", "PartStore", "read_records", "merge_parts", "read_table_parts",
     "merge_table_parts", "conform", "return_freed_memory", "HeldTables", "table_from_bytes", "recorded_ids",
 ]  # fmt: skip
 
@@ -49,6 +50,21 @@ class RecordMeta:
     session: int = -1
     turn: int = 0
     kind: str = ""  # the spec's kind when known (a dropped request never reaches the client)
+
+
+class MetaRow(NamedTuple):
+    """``RecordMeta`` as a tuple, field for field: a simulation makes one per request, and a tuple is cheaper."""
+
+    id: int
+    intended_ns: int
+    warmup: bool
+    user: int = -1
+    phase: str = "main"
+    request_class: str = "default"
+    tier: str = "default"
+    session: int = -1
+    turn: int = 0
+    kind: str = ""
 
 
 class RecordBuffer:

@@ -165,7 +165,10 @@ class FastEngineBackend:
         self.run, self.ends, self.fresh, self.logged, self.counted = run, ends, fresh, 0, 1
         self.planned = planned = run.planned > 0
         self.take = take = self._cut(held, ends, fresh) if planned else 1
-        points = self.points = [p for p in run.finished if p[0] < take]
+        points = run.finished  # type: ignore[assignment]  # in step order, a list; the run is this backend's alone
+        if points and points[-1][0] >= take:
+            points = [p for p in points if p[0] < take]
+        self.points = points
         rep.busy_ns += ends[0] - now
         return (self._arm(rep, points[0][0] if points else take - 1),)
 

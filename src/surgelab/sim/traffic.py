@@ -6,7 +6,7 @@ sends when ready, waits for the whole answer, thinks (the same seeded draws as t
 users) and sends again until the phase ends; shaped concurrency activates users below the
 level. Sessions: each turn follows the previous answer after its think time, with the
 history resent. Ids, phases, classes, tiers and warm-up flags are those of a real run
-(``surgelab.runner.conversation.meta_for``); the simulated client never lags, so
+(``surgelab.runner.conversation.meta_row``); the simulated client never lags, so
 ``sent_ns == intended_ns``.
 """
 
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
-from surgelab.metrics.record import Outcome, State
-from surgelab.runner.conversation import meta_for
+from surgelab.metrics.record import State
+from surgelab.runner.conversation import meta_row
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Steady
 from surgelab.sim.events import Call, Event, Rank
-from surgelab.sim.request import SECOND, SimRequest
+from surgelab.sim.request import SECOND, SimOutcome, SimRequest
 
 if TYPE_CHECKING:
     from surgelab.sim.simulator import Simulator
@@ -115,8 +115,8 @@ class Traffic:
             events.append(Call(offsets[i + 1], Rank.ARRIVAL, self._open_arrival, src, i + 1))
         plan, intended = src.plan, sim.now
         if src.in_flight >= src.load.max_in_flight:
-            meta = meta_for(plan, i, plan.sampler.spec(i, self.texts), intended, -1)
-            sim.record(meta, Outcome(state=State.DROPPED, error=f"max_in_flight ({src.load.max_in_flight}) reached"))
+            meta = meta_row(plan, i, plan.sampler.spec(i, self.texts), intended, -1)
+            sim.record(meta, SimOutcome(None, State.DROPPED, f"max_in_flight ({src.load.max_in_flight}) reached"))
             return events
         src.in_flight += 1
         self.open_conversations += 1
@@ -145,7 +145,7 @@ class Traffic:
         else:
             conv = ctx.conversation[0]
             spec = sampler.next_turn(ctx.index, ctx.first, conv, ctx.turn, ctx.history)
-        meta = meta_for(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
+        meta = meta_row(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
         out_tokens = spec.max_tokens
         return sim.send(
             SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended)
