@@ -4,7 +4,10 @@ Every cell runs a short closed loop (2 users) through ``run_scenario`` against a
 subprocess and asserts what a user of surgelab relies on: every request ``ok`` on its first
 attempt, TTFT and inter-token medians within 3 ms of the script (measured from the record's
 ``sent_ns``; a whole answer's first byte within 5 ms of the script's last token), the server's usage equal
-to the tokens that arrived, and every request seen by the server exactly once. Each cell also
+to the tokens that arrived, and every request seen by the server exactly once. A timing bound missed is
+measured again with a second run: on a 2-core machine one short run can stall by a few ms, so only a bound
+missed twice fails (CI once saw node's stream TTFT at 53.65 ms; of 13 runs of the node cells here after it,
+one missed, in its idle-close cell). Each cell also
 checks that its condition really happened, from the server's own counters (requests per
 connection) or a probe with Python's ``http.client``: a server that never closed a connection
 cannot pass an idle-close cell, whatever the client does.
@@ -129,14 +132,25 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
     assert len(rows) >= 3 * USERS
     assert requests == len(rows), f"the server saw {requests} requests for {len(rows)} sent"
     _check_tokens(rows, behaviour)
+    _check_connections(behaviour, requests, connections, after["most"])
+    missed = _timing_misses(timing, behaviour)
+    if missed:  # a 2-core machine can stall one short run by a few ms: the bound must be missed twice to fail
+        again = run(scenario, tmp_path / "again")
+        retimed = _medians([r for r in reconciled(again.summary, again.run_dir).to_pylist() if r["state"] == "ok"],
+                           behaviour)  # fmt: skip
+        assert not _timing_misses(retimed, behaviour), f"{missed}; run again: {_timing_misses(retimed, behaviour)}"
+
+
+def _timing_misses(timing: dict[str, float], behaviour: Behaviour) -> list[str]:
+    """The medians further from the script than their bound, each said with its value."""
+    misses = []
     for name, value in timing.items():
         # a server that closes idle connections races the next send: a request can meet the close and go again
         # on a new connection (counted in `resends`), paying a round trip of the stack's, not the client's
         bound = ANSWER_TOLERANCE_MS if name == "answer" or behaviour.server == "idle" else TOLERANCE_MS
-        assert abs(value - SCRIPT_MS[name]) <= bound, (
-            f"{name} median {value:.2f} ms, script {SCRIPT_MS[name]:g} ms"
-        )
-    _check_connections(behaviour, requests, connections, after["most"])
+        if abs(value - SCRIPT_MS[name]) > bound:
+            misses.append(f"{name} median {value:.2f} ms, script {SCRIPT_MS[name]:g} ms (bound {bound:g} ms)")
+    return misses
 
 
 def _probe(port: int, behaviour: Behaviour) -> None:
