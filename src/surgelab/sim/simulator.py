@@ -157,18 +157,26 @@ class Simulator:
         if region is not None and region.delayed:
             return self._send_over(req, rep, region)
         if rep.state == DOWN:
-            if rep.crash is not None:
-                rep.crash["lost_routed"] += 1
-            req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", self.now)
-            self.lost += 1
-            return self.finish(req, self.now)
+            return self.refused(req, rep)
         try:
             return rep.submit(req, self.now)
         except RequestRejected as exc:
-            rep.release(req)
-            req.outcome.http_status = 400
-            req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", self.now)
-            return self.finish(req, self.now)
+            return self.rejected(req, rep, exc)
+
+    def refused(self, req: SimRequest, rep: Replica) -> Iterable[Event]:
+        """A request that meets its replica down: lost, and counted against the crash that took it."""
+        if rep.crash is not None:
+            rep.crash["lost_routed"] += 1
+        req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", self.now)
+        self.lost += 1
+        return self.finish(req, self.now)
+
+    def rejected(self, req: SimRequest, rep: Replica, exc: RequestRejected) -> Iterable[Event]:
+        """A request its engine can never serve: a 400, as a server says context_length_exceeded."""
+        rep.release(req)
+        req.outcome.http_status = 400
+        req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", self.now)
+        return self.finish(req, self.now)
 
     def _send_over(self, req: SimRequest, rep: Replica, region: RegionRuntime) -> Iterable[Event]:
         """To a replica across the network: it gets there after the way out; its answer comes back later."""
@@ -254,20 +262,13 @@ def _arrive(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
     if req.done:  # lost on the way (its replica crashed meanwhile)
         return ()
     if req.replica is not rep or rep.state not in (READY, DRAINING):
-        if rep.crash is not None:
-            rep.crash["lost_routed"] += 1
         if req.replica is rep:
             rep.release(req)
-        req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", sim.now)
-        sim.lost += 1
-        return sim.finish(req, sim.now)
+        return sim.refused(req, rep)
     try:
         return rep.arrive(req, sim.now)
     except RequestRejected as exc:
-        rep.release(req)
-        req.outcome.http_status = 400
-        req.outcome.fail(State.HTTP_ERROR, f"context_length_exceeded: {exc}", sim.now)
-        return sim.finish(req, sim.now)
+        return sim.rejected(req, rep, exc)
 
 
 def _queue_timeout(sim: Simulator, req: SimRequest) -> Iterable[Event]:
