@@ -269,34 +269,55 @@ METRICS = {"throughput": "throughput (req/s)", "ttft_p50": "TTFT P50 (ms)", "e2e
            "ttft_p99": "TTFT P99 (ms)", "e2e_p99": "E2E P99 (ms)"}  # fmt: skip
 
 
-def _pct(error: float | None, metric: str) -> str:
+def _pct(error: float | None, metric: str, status: str | None = None) -> str:
+    """The error; bold outside the target, italic undecided (a miss inside the measured figure's 95 % interval)."""
     if error is None:
         return "–"
-    limit = P50_TOLERANCE if metric == "throughput" or metric.endswith("p50") else P99_TOLERANCE
-    return f"{error:+.1%}" if abs(error) <= limit else f"**{error:+.1%}**"
+    if status is None:  # two measurements compared: against the target alone
+        limit = P50_TOLERANCE if metric == "throughput" or metric.endswith("p50") else P99_TOLERANCE
+        status = "within" if abs(error) <= limit else "outside"
+    return {"within": f"{error:+.1%}", "outside": f"**{error:+.1%}**", "undecided": f"*{error:+.1%}*"}[status]
 
 
 def _value(x: float | None) -> str:
     return "–" if x is None else f"{x:,.2f}" if x < 10 else f"{x:,.0f}"
 
 
+def _measured(check: dict[str, Any], metric: str) -> str:
+    """The measured figure with its 95 % interval (… where the interval is open)."""
+    bounds = check.get("intervals", {}).get(metric)
+    if not bounds:
+        return _value(check["measured"][metric])
+    low, high = (_value(b) if abs(b) != float("inf") else "…" for b in bounds)
+    return f"{_value(check['measured'][metric])} ({low}–{high})"
+
+
 def table(engine: Engine, rows: list[dict[str, Any]]) -> list[str]:
-    """Per held-out scenario: measured, the twin's prediction and its error (bold: outside the
-    target, 10 % at P50 and on throughput, 25 % at P99); with a repeat, the second measurement,
-    its difference from the first, and the twin's error against it."""
+    """Per held-out scenario: measured (with its 95 % interval), the twin's prediction and its error
+    (bold: outside the target, 10 % at P50 and on throughput, 25 % at P99, and outside the measured
+    interval; italic: undecided); with a repeat, the second measurement, its difference from the
+    first, and the twin's error against it. Ends with the count of cells of each status."""
     lines = [f"| {engine.name} | | {' | '.join(METRICS.values())} |", "|---|---|" + "---|" * len(METRICS)]
+    counts: dict[str, dict[str, int]] = {}
     for row in rows:
         label = f"{row['scenario']} ({row['slots']} seqs)"
         for key, what in (("first", "measured"), ("repeat", "measured again")):
             if key not in row:
                 continue
             check = row[key]
-            lines.append(f"| {label} | {what} | " + " | ".join(_value(check["measured"][m]) for m in METRICS) + " |")
-            lines.append("| | twin | " + " | ".join(f"{_value(check['predicted'][m])} ({_pct(check['errors'][m], m)})"
+            for m in METRICS:
+                tally = counts.setdefault(what, {"within": 0, "outside": 0, "undecided": 0})
+                tally[check["status"][m]] += 1
+            lines.append(f"| {label} | {what} | " + " | ".join(_measured(check, m) for m in METRICS) + " |")
+            lines.append("| | twin | " + " | ".join(f"{_value(check['predicted'][m])} ({_pct(check['errors'][m], m, check['status'][m])})"
                                                      for m in METRICS) + " |")  # fmt: skip
             label = ""
         if "noise" in row:
             lines.append("| | 2nd − 1st measurement | " + " | ".join(_pct(row["noise"][m], m) for m in METRICS) + " |")
+    lines.append("")
+    for what, tally in counts.items():
+        lines.append(f"Against the runs {what}: {tally['within']} cells within target, {tally['outside']} outside, "
+                     f"{tally['undecided']} undecided.  ")  # fmt: skip
     return lines
 
 

@@ -6,7 +6,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["distribution", "gap_distribution", "PERCENTILES", "MIN_BEYOND", "min_count", "sparse_percentile"]
+__all__ = [
+    "distribution", "gap_distribution", "PERCENTILES", "MIN_BEYOND", "min_count", "sparse_percentile", "percentile_interval",
+    "rate_interval",
+]
 
 PERCENTILES = (50, 90, 95, 99)
 MIN_BEYOND = 5  # values needed beyond a percentile before it is shown as a figure and used in a verdict
@@ -23,6 +26,32 @@ def sparse_percentile(count: int | None, q: float) -> bool:
     A P99 of 82 requests is the slowest one: one hiccup of client, network or server puts it there.
     """
     return (count or 0) < min_count(q)
+
+
+def percentile_interval(values: np.ndarray, q: float, z: float = 1.96) -> tuple[float, float]:
+    """The range that holds the true ``q``-th percentile with about 95 % confidence (``z`` = 1.96).
+
+    Distribution-free: the number of values below the true percentile is binomial (n, q/100),
+    so the interval runs between the order statistics ``n·q ± z·√(n·q·(1−q))`` (normal
+    approximation). Where that rank falls past the smallest or largest value the bound is
+    open (−inf / +inf): a P99 of 40 requests says nothing about how slow the next one is.
+    """
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    n = v.size
+    if n == 0:
+        return -np.inf, np.inf
+    p = q / 100.0
+    half = z * np.sqrt(n * p * (1.0 - p))
+    low, high = int(np.floor(n * p - half)), int(np.ceil(n * p + half))  # 1-based ranks
+    return (float(v[low - 1]) if low >= 1 else -np.inf), (float(v[high - 1]) if high <= n else np.inf)
+
+
+def rate_interval(count: int, z: float = 1.96) -> tuple[float, float]:
+    """Relative bounds on a rate estimated from ``count`` events (Poisson): 1 ± z/√count."""
+    if count <= 0:
+        return 0.0, np.inf
+    half = z / float(np.sqrt(count))
+    return max(0.0, 1.0 - half), 1.0 + half
 
 
 def _empty() -> dict[str, float | int | None]:

@@ -85,7 +85,11 @@ def validate_twin_command(
     p50_tolerance: float = typer.Option(0.15, help="Largest relative error allowed at P50 and on throughput."),
     p99_tolerance: float = typer.Option(0.25, help="Largest relative error allowed at P99."),
 ) -> None:
-    """Run a held-out scenario for real and in the simulator with the fitted profile; report the errors."""
+    """Run a held-out scenario for real and in the simulator with the fitted profile; report the errors.
+
+    Each metric is within its tolerance, outside it, or undecided (the measured figure's own 95 %
+    interval is wider than the miss). Exit 0 pass, 1 fail, 3 undecided.
+    """
     from surgelab.metrics.rundir import RunDirError
     from surgelab.twin.validate import check_measured, validate_twin
 
@@ -102,15 +106,30 @@ def validate_twin_command(
     except (ValueError, RunDirError) as exc:  # not a run to compare with; --out holding an earlier check
         raise fail(str(exc)) from None
     table = Table(title="digital twin: prediction against measurement", title_justify="left")
-    for col in ("metric", "measured", "predicted", "error"):
-        table.add_column(col, justify="right" if col != "metric" else "left")
+    for col in ("metric", "measured", "95% interval", "predicted", "error", "status"):
+        table.add_column(col, justify="left" if col in ("metric", "status") else "right")
+    styles = {"within": "green", "outside": "red", "undecided": "yellow"}
     for name, error in check.errors.items():
-        m, p = check.measured[name], check.predicted[name]
-        table.add_row(name, f"{m:,.2f}" if m is not None else "–", f"{p:,.2f}" if p is not None else "–",
-                      f"{error:+.1%}" if error is not None else "–")  # fmt: skip
+        m, p, status = check.measured[name], check.predicted[name], check.status[name]
+        table.add_row(name, _figure(m), _interval(check.intervals.get(name)), _figure(p),
+                      f"{error:+.1%}" if error is not None else "–", f"[{styles[status]}]{status}[/]")  # fmt: skip
     console = Console()
     console.print(table)
-    verdict = "[green]PASS[/]" if check.passed else "[red]FAIL[/]"
+    verdict = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "undecided": "[yellow]UNDECIDED[/]"}[check.verdict]
     console.print(f"{verdict} (P50 and throughput within {p50_tolerance:.0%}, P99 within {p99_tolerance:.0%}); "
                   f"runs in {out}")  # fmt: skip
-    raise typer.Exit(0 if check.passed else 1)
+    if check.verdict == "undecided":
+        console.print("undecided: the prediction misses the tolerance but lies inside the measured figure's own 95 % "
+                      "interval (or the percentile has too few requests): measure a longer held-out run")  # fmt: skip
+    raise typer.Exit({"pass": 0, "fail": 1, "undecided": 3}[check.verdict])
+
+
+def _figure(value: float | None) -> str:
+    return f"{value:,.2f}" if value is not None else "–"
+
+
+def _interval(bounds: list[float] | None) -> str:
+    if not bounds:
+        return "–"
+    low, high = bounds
+    return f"{_figure(low) if low > float('-inf') else '…'} – {_figure(high) if high < float('inf') else '…'}"
