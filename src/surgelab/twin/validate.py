@@ -24,8 +24,8 @@ import numpy as np
 import yaml
 
 from surgelab.aio import run_async
-from surgelab.analysis.summary import RecordColumns
 from surgelab.analysis.stats import percentile_interval, rate_interval, sparse_percentile
+from surgelab.analysis.summary import RecordColumns
 from surgelab.engine.profile import EngineProfile
 from surgelab.metrics.record import State
 from surgelab.runner.run import run_scenario, with_salt
