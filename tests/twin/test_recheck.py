@@ -79,3 +79,38 @@ def test_a_miss_the_short_run_cannot_resolve_is_undecided_exit_3(measured, tmp_p
     low, high = check["intervals"]["ttft_p50"]
     assert low < check["predicted"]["ttft_p50"] < high and low < check["measured"]["ttft_p50"] < high
     assert check["verdict"] == "undecided" and "UNDECIDED" in result.stdout and "measure a longer" in result.stdout
+
+
+def test_the_steps_table_names_the_term_that_is_off(measured, tmp_path: Path) -> None:
+    """Against the profile that made the run its decode steps and idle prefills agree; with the
+    per-step decode cost doubled, every decode group is far off and the prefill is not."""
+    from surgelab.engine import load_profile
+    from surgelab.twin.steps import step_checks
+
+    run, truth = measured
+    exact = step_checks(run, load_profile(str(truth)), min_samples=5)
+    decode = [s for s in exact if s.kind == "decode"]
+    assert decode and sum(s.samples for s in decode) > 100
+    assert all(abs(s.error) < 0.05 for s in exact), exact
+    slow = tmp_path / "slow-decode.yaml"
+    slow.write_text(yaml.safe_dump({**PROFILE, "decode_base_s": 0.016}))
+    off = step_checks(run, load_profile(str(slow)), min_samples=5)
+    assert all(s.error > 0.5 for s in off if s.kind == "decode")
+
+
+def test_idle_prefills_against_the_profiles_first_token(tmp_path: Path) -> None:
+    """One request every 2 s finds the engine idle: its TTFT is the profile's prefill, chunks and all."""
+    from surgelab.engine import load_profile
+    from surgelab.twin.steps import step_checks
+
+    (tmp_path / "truth.yaml").write_text(yaml.safe_dump({**PROFILE, "max_batched_tokens": 512}))
+    scenario = build_scenario({
+        "target": {"url": "http://127.0.0.1:1/v1", "model": "m"}, "load": {"rate": 0.5, "duration": "20s", "arrival": "constant"},
+        "workload": {"prompt_tokens": {"dist": "uniform", "min": 100, "max": 1500}, "output_tokens": 4},
+    })  # fmt: skip
+    simulate(scenario, build_fleet({"pools": [{"replicas": 1, "profile": str(tmp_path / "truth.yaml")}]}), tmp_path / "run")
+    (prefill,) = [s for s in step_checks(tmp_path / "run", load_profile(str(tmp_path / "truth.yaml"))) if s.kind == "idle prefill"]
+    assert prefill.samples >= 8 and abs(prefill.error) < 0.01, prefill
+    (tmp_path / "half.yaml").write_text(yaml.safe_dump({**PROFILE, "max_batched_tokens": 512, "prefill_s_per_token": 1e-4}))
+    (half,) = [s for s in step_checks(tmp_path / "run", load_profile(str(tmp_path / "half.yaml"))) if s.kind == "idle prefill"]
+    assert -0.5 < half.error < -0.3  # half the per-token cost, the step overheads unchanged

@@ -115,6 +115,15 @@ def validate_twin_command(
                       f"{error:+.1%}" if error is not None else "–", f"[{styles[status]}]{status}[/]")  # fmt: skip
     console = Console()
     console.print(table)
+    if check.steps:
+        steps = Table(title="its steps against the measured ones (medians; pure decode steps by sequences decoding)",
+                      title_justify="left")  # fmt: skip
+        for col in ("step", "samples", "measured ms", "profile ms", "error"):
+            steps.add_column(col, justify="left" if col == "step" else "right")
+        for s in check.steps:
+            name = f"decode, {s['batch']} seq{'s' if s['batch'] > 1 else ''}" if s["kind"] == "decode" else s["kind"]
+            steps.add_row(name, str(s["samples"]), f"{s['measured_ms']:,.1f}", f"{s['predicted_ms']:,.1f}", f"{s['error']:+.1%}")
+        console.print(steps)
     verdict = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "undecided": "[yellow]UNDECIDED[/]"}[check.verdict]
     console.print(f"{verdict} (P50 and throughput within {p50_tolerance:.0%}, P99 within {p99_tolerance:.0%}); "
                   f"runs in {out}")  # fmt: skip

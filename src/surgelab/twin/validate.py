@@ -33,6 +33,7 @@ from surgelab.scenario.loader import ScenarioError, load_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sim.loader import build_fleet
 from surgelab.sim.run import simulate
+from surgelab.twin.steps import step_checks
 
 __all__ = ["TwinCheck", "validate_twin", "check_measured", "compare_summaries", "measured_intervals"]
 
@@ -56,6 +57,7 @@ class TwinCheck:
     status: dict[str, str] = field(default_factory=dict)  # within / outside / undecided, per metric
     intervals: dict[str, list[float] | None] = field(default_factory=dict)  # the measured figure's 95 % interval
     verdict: str = ""  # pass / fail (some metric outside) / undecided (none outside, some undecided)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the profile's steps against the measured ones (steps.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,5 +158,6 @@ def check_measured(
     low, high = intervals["throughput"]
     intervals["throughput"] = (rate * low, rate * high) if rate else (0.0, math.inf)
     check = compare_summaries(summary, predicted, p50_tolerance, p99_tolerance, intervals)
+    check.steps = [step.to_dict() for step in step_checks(measured, profile)]
     (out / "twin-check.yaml").write_text(yaml.safe_dump(check.to_dict(), sort_keys=False), encoding="utf-8")
     return check
