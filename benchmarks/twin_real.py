@@ -130,8 +130,11 @@ def place_vllm(pid: int) -> None:
         print(f"  {name} (PID {member}) on core {core}")
 
 
-def scenarios(engine: Engine) -> dict[str, tuple[str, int, dict[str, Any]]]:
-    """name → (group, the engine's batch limit, load and workload). Rates scale with the engine's speed."""
+def scenarios(engine: Engine, longer: float = 1.0) -> dict[str, tuple[str, int, dict[str, Any]]]:
+    """name → (group, the engine's batch limit, load and workload). Rates scale with the engine's speed.
+
+    ``longer`` stretches the step ramp's holds and the mixed-length and held-out-setting runs
+    (more requests, narrower intervals on their percentiles); the spike keeps its shape."""
     k = engine.scale
 
     def rate(x: float) -> float:
@@ -150,21 +153,21 @@ def scenarios(engine: Engine) -> dict[str, tuple[str, int, dict[str, Any]]]:
                                      "hold": hold(15), "max": 2 * engine.slots + 1}},
             "workload": {"prompt_tokens": {"dist": "uniform", "min": 32, "max": 1200}, "output_tokens": 48}}),
         "step-ramp": ("held-out", engine.slots, {
-            "load": {"rate": {"type": "step", "start": rate(0.25), "step": rate(0.25), "hold": hold(15), "max": rate(1.0)}},
+            "load": {"rate": {"type": "step", "start": rate(0.25), "step": rate(0.25), "hold": hold(15 * longer), "max": rate(1.0)}},
             "workload": {"prompt_tokens": lognormal, "output_tokens": {"dist": "uniform", "min": 16, "max": 96}}}),
         "spike": ("held-out", engine.slots, {
             "load": {"rate": {"type": "spike", "base": rate(0.4), "peak": rate(1.2), "at": "10s", "rise": "5s",
                               "hold": "10s", "decay": "5s", "after": "15s"}},
             "workload": {"prompt_tokens": {"dist": "uniform", "min": 64, "max": 800}, "output_tokens": 64}}),
         "mixed-length": ("held-out", engine.slots, {
-            "load": {"rate": rate(0.6), "duration": "60s"},
+            "load": {"rate": rate(0.6), "duration": hold(60 * longer)},
             "workload": {"mix": [
                 {"name": "chat", "weight": 6, "prompt_tokens": {"dist": "uniform", "min": 32, "max": 160}, "output_tokens": 96},
                 {"name": "rag", "weight": 3, "prompt_tokens": {"dist": "uniform", "min": 900, "max": 1500}, "output_tokens": 16},
                 {"name": "summary", "weight": 1, "prompt_tokens": 600, "output_tokens": {"dist": "uniform", "min": 32, "max": 128}},
             ]}}),
         f"slots-{engine.held_slots}": ("held-out", engine.held_slots, {
-            "load": {"concurrency": 2 * engine.held_slots, "duration": "45s"},
+            "load": {"concurrency": 2 * engine.held_slots, "duration": hold(45 * longer)},
             "workload": {"prompt_tokens": lognormal, "output_tokens": 48}}),
     }  # fmt: skip
 
@@ -180,14 +183,14 @@ def scenario_data(engine: Engine, url: str, spec: dict[str, Any], seed: int) -> 
     return data
 
 
-def measure(engine: Engine, data: Path, port: int, only: list[str] | None) -> None:
+def measure(engine: Engine, data: Path, port: int, only: list[str] | None, longer: float = 1.0) -> None:
     from surgelab.aio import run_async
     from surgelab.runner import run_scenario
     from surgelab.runner.run import with_salt
     from surgelab.scenario.loader import build_scenario
 
     todo = {}  # name → (seed, group, batch limit, spec): the seed is the scenario's place in the list
-    for seed, (name, (group, slots, spec)) in enumerate(scenarios(engine).items(), start=1):
+    for seed, (name, (group, slots, spec)) in enumerate(scenarios(engine, longer).items(), start=1):
         if only and name not in only:
             continue
         if (data / group / name / "summary.json").exists():
@@ -328,13 +331,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="where the measured runs go (outside the repository)")
     parser.add_argument("--port", type=int, help="the engine's port (llama.cpp 18111, vLLM 18120)")
     parser.add_argument("--only", help="measure only these scenarios (comma-separated names)")
+    parser.add_argument("--longer", type=float, default=1.0,
+                        help="measure: the step ramp's holds and the mixed-length and held-out-setting runs this many times longer")
     parser.add_argument("--repeat", type=Path, help="validate: the same held-out scenarios measured again (another --data)")
     parser.add_argument("--results", action="store_true", help="append the table to benchmarks/RESULTS.md")
     args = parser.parse_args()
     engine = ENGINES[args.engine]
     if args.step in ("measure", "all"):
         prioritise()
-        measure(engine, args.data, args.port or {"llamacpp": 18111, "vllm": 18120}[args.engine], args.only.split(",") if args.only else None)
+        measure(engine, args.data, args.port or {"llamacpp": 18111, "vllm": 18120}[args.engine],
+                args.only.split(",") if args.only else None, args.longer)
     profile = args.data / "twin" / "profile.yaml"
     if args.step in ("fit", "all"):
         profile = fit(engine, args.data)
