@@ -38,7 +38,7 @@ def step_checks(run: Path, profile: EngineProfile, min_samples: int = 20) -> lis
     """Decode steps by batch size (groups of at least ``min_samples``), then the idle prefills."""
     obs = observe_runs([Path(run)])
     checks = []
-    predicted = np.array([profile.step_time(0, int(b), int(kv)) for b, kv in zip(obs.gap_batch, obs.gap_kv)])
+    predicted = np.array(profile.step_times(obs.gap_batch.astype(int).tolist(), obs.gap_kv.astype(int).tolist()))
     for batch in np.unique(obs.gap_batch).astype(int):
         pick = obs.gap_batch == batch
         if pick.sum() >= min_samples:

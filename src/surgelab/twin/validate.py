@@ -103,8 +103,8 @@ def _sparse(summary: dict[str, Any], name: str) -> bool:
     return count is not None and sparse_percentile(int(count), float(q))
 
 
-def measured_intervals(run: Path) -> dict[str, tuple[float, float]]:
-    """The 95 % interval of each measured figure of ``run``, from its records.
+def measured_intervals(run: Path, rate: float | None) -> dict[str, tuple[float, float]]:
+    """The 95 % interval of each measured figure of ``run``, from its records (``rate``: its throughput).
 
     Percentiles: distribution-free order-statistic bounds over the requests the summary
     counts (successful, out of the warm-up; latency from the intended send). Throughput:
@@ -120,7 +120,7 @@ def measured_intervals(run: Path) -> dict[str, tuple[float, float]]:
         for q in (50, 99):
             out[f"{metric}_p{q}"] = percentile_interval(values, q)
     low, high = rate_interval(int(ok.sum()))
-    out["throughput"] = (low, high)  # relative: scaled by the measured rate in check_measured
+    out["throughput"] = (rate * low, rate * high) if rate else (0.0, math.inf)
     return out
 
 
@@ -153,10 +153,7 @@ def check_measured(
     profile_file.write_text(yaml.safe_dump(profile.to_dict(), sort_keys=False), encoding="utf-8")
     fleet = build_fleet({"name": "twin", "pools": [{"name": "twin", "replicas": 1, "profile": str(profile_file)}]})
     predicted = simulate(scenario, fleet, out / "simulated").summary
-    intervals = measured_intervals(measured)
-    rate = _get(summary, ("throughput", "requests_per_s"))
-    low, high = intervals["throughput"]
-    intervals["throughput"] = (rate * low, rate * high) if rate else (0.0, math.inf)
+    intervals = measured_intervals(measured, _get(summary, ("throughput", "requests_per_s")))
     check = compare_summaries(summary, predicted, p50_tolerance, p99_tolerance, intervals)
     check.steps = [step.to_dict() for step in step_checks(measured, profile)]
     (out / "twin-check.yaml").write_text(yaml.safe_dump(check.to_dict(), sort_keys=False), encoding="utf-8")
