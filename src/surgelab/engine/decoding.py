@@ -112,4 +112,4 @@ class DecodeSet:
     def restore(self, seqs: list[_Sequence]) -> None:
         """Put back what ``pop_ends`` took (their run was cut short)."""
         for seq in seqs:
-            heapq.heappush(self.ends, seq.entry)
+            heapq.heappush(self.ends, seq.entry)  # type: ignore[misc]

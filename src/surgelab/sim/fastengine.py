@@ -105,7 +105,9 @@ class FastEngineBackend:
             engine.advance(take - self.run.taken)  # type: ignore[union-attr]
             self.planned = False
         engine.add(request)
-        heapq.heappush(self.first_deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
+        sent = req.outcome.sent_ns
+        assert sent is not None  # a request the engine sees was sent
+        heapq.heappush(self.first_deadlines, (sent + req.first_token_deadline, req.rid))
         self.arrivals += 1
         if self.arrivals == 64:  # plan about half again as many steps as come between two arrivals
             self.chunk = min(max(3 * engine.steps - 3 * self.marked, 2 * 64 * _MIN_RUN) // (2 * 64), _MAX_RUN)
@@ -156,7 +158,9 @@ class FastEngineBackend:
                 out = req.outcome
                 if out.first_token_ns is None:
                     fresh.append(req)
-                heapq.heappush(heap, (out.sent_ns + req.total_deadline, rid))
+                sent = out.sent_ns
+                assert sent is not None
+                heapq.heappush(heap, (sent + req.total_deadline, rid))
         elif run.stopped:
             for rid in run.stopped:
                 self._close(held[rid], start)
@@ -165,7 +169,8 @@ class FastEngineBackend:
         self.run, self.ends, self.fresh, self.logged, self.counted = run, ends, fresh, 0, 1
         self.planned = planned = run.planned > 0
         self.take = take = self._cut(held, ends, fresh) if planned else 1
-        points = run.finished  # type: ignore[assignment]  # in step order, a list; the run is this backend's alone
+        # in step order, a list; the run is this backend's alone
+        points: list[tuple[int, tuple[str, ...]]] = run.finished  # type: ignore[assignment]
         if points and points[-1][0] >= take:
             points = [p for p in points if p[0] < take]
         self.points = points
@@ -198,7 +203,9 @@ class FastEngineBackend:
                     j = 0 if any(r not in fresh for r in early) else 1
                 take = min(take, j + 1)
         for req in fresh:
-            if ends[0] - req.outcome.sent_ns > req.first_token_deadline:
+            sent = req.outcome.sent_ns
+            assert sent is not None
+            if ends[0] - sent > req.first_token_deadline:
                 return 1
         return take
 
@@ -292,11 +299,11 @@ def _run_end(sim: Simulator, rep: Replica, be: FastEngineBackend, run: Run) -> l
     heap = be.first_deadlines
     while heap and heap[0][0] < now:
         deadline, rid = heapq.heappop(heap)
-        req = held.get(rid)
-        if req is not None and req.outcome.first_token_ns is None:
+        waiter = held.get(rid)
+        if waiter is not None and waiter.outcome.first_token_ns is None:
             be.engine.abort(rid)
-            req.outcome.fail(State.TIMEOUT, _FIRST_TOKEN, deadline)
-            events.extend(sim.finish(req, deadline))
+            waiter.outcome.fail(State.TIMEOUT, _FIRST_TOKEN, deadline)
+            events.extend(sim.finish(waiter, deadline))
     if be.run is run:
         be.pending = None
         events.extend(be._start(rep, now))
@@ -310,18 +317,20 @@ def _late(
     late: list[tuple[int, SimRequest, str, int]] = []
     if last == run.start:
         for req in be.fresh:
-            if now - req.outcome.sent_ns > req.first_token_deadline:
-                late.append((req.place, req, _FIRST_TOKEN, req.outcome.sent_ns + req.first_token_deadline))
+            sent = req.outcome.sent_ns
+            assert sent is not None
+            if now - sent > req.first_token_deadline:
+                late.append((req.place, req, _FIRST_TOKEN, sent + req.first_token_deadline))
     heap, kept = be.total_deadlines, []
     while heap and heap[0][0] < now:
         entry = heapq.heappop(heap)
-        req = held.get(entry[1])
-        if not _streaming(req):
+        streaming = held.get(entry[1])
+        if not _streaming(streaming):
             continue
-        if req.outcome.first_token_ns is None and req.stretch == last:  # type: ignore[union-attr]
+        if streaming.outcome.first_token_ns is None and streaming.stretch == last:  # type: ignore[union-attr]
             kept.append(entry)  # its first token, judged by first_token alone
             continue
-        late.append((req.place, req, _TOTAL, entry[0]))  # type: ignore[union-attr]
+        late.append((streaming.place, streaming, _TOTAL, entry[0]))  # type: ignore[union-attr,arg-type]
     for entry in kept:
         heapq.heappush(heap, entry)
     events: list[Event] = []

@@ -39,7 +39,8 @@ STARTING, READY, DOWN, DRAINING, STOPPED = "starting", "ready", "down", "drainin
 class Backend(Protocol):
     """What serves inside a replica: an engine, the service model, or a latency curve (``curve.py``)."""
 
-    waiting: int
+    @property
+    def waiting(self) -> int: ...
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]: ...
     def abort(self, req: SimRequest) -> None: ...
@@ -61,7 +62,8 @@ class Replica:
         self.busy_ns = self.busy_mark = 0
         self.dispatched = 0  # requests sent here since the autoscaler's last sync
         self.received = 0  # requests sent here, ever
-        self.started_ns, self.stopped_ns = now, None
+        self.started_ns = now
+        self.stopped_ns: int | None = None
         self.crash: dict | None = None  # the failure under way, for switch-over accounting
         self.coming_up: Event | None = None  # the end of its cold start, cancelled if it crashes meanwhile
 
@@ -133,7 +135,9 @@ class EngineBackend:
 
     def submit(self, rep: Replica, req: SimRequest, now: int) -> Iterable[Event]:
         self.engine.add(EngineRequest(req.rid, req.spec.prompt_tokens, req.output_tokens, req.hashes))
-        heapq.heappush(self.deadlines, (req.outcome.sent_ns + req.first_token_deadline, req.rid))
+        sent = req.outcome.sent_ns
+        assert sent is not None  # a request the engine sees was sent
+        heapq.heappush(self.deadlines, (sent + req.first_token_deadline, req.rid))
         return self._start(rep, now) if self.pending is None else ()
 
     def give_up(self, sim: Simulator, rep: Replica) -> list[Event]:
@@ -201,7 +205,9 @@ def _step_end(sim: Simulator, rep: Replica, backend: EngineBackend, results: lis
             req = held.get(rid)
             if req is not None and not req.token(now):
                 backend.abort(req)
-                events.extend(sim.finish(req, req.outcome.end_ns))
+                end = req.outcome.end_ns
+                assert end is not None  # token() failed it: it has ended
+                events.extend(sim.finish(req, end))
         for rid in result.finished:
             req = held.get(rid)
             if req is not None:
@@ -245,7 +251,7 @@ class ServiceBackend:
 
 
 def _served(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
-    rep.backend.busy.discard(sim.current)
+    rep.backend.busy.discard(sim.current)  # type: ignore[attr-defined]  # a ServiceBackend's
     if req.replica is not rep:
         return ()
     return deliver_whole(sim, req)
@@ -254,6 +260,8 @@ def _served(sim: Simulator, rep: Replica, req: SimRequest) -> Iterable[Event]:
 def deliver_whole(sim: Simulator, req: SimRequest) -> Iterable[Event]:
     """The whole answer in one chunk, now (or the client's timeout, if it came first)."""
     if not req.token(sim.now, 1):
-        return sim.finish(req, req.outcome.end_ns)
+        end = req.outcome.end_ns
+        assert end is not None  # token() failed it: it has ended
+        return sim.finish(req, end)
     req.tokens = req.output_tokens  # one chunk holds the whole answer
     return sim.finish(req, sim.now)

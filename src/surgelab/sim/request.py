@@ -77,15 +77,15 @@ class SimRequest:
     def token(self, now: int, n: int = 1) -> bool:
         """Receive ``n`` tokens at ``now``; False when the client has timed out instead."""
         out = self.outcome
+        sent = out.sent_ns
+        assert sent is not None  # a request the engine sees was sent
         if out.first_token_ns is None:
-            if now - out.sent_ns > self.first_token_deadline:
-                out.fail(
-                    State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + self.first_token_deadline
-                )
+            if now - sent > self.first_token_deadline:
+                out.fail(State.TIMEOUT, "timed out waiting for the first token", sent + self.first_token_deadline)
                 return False
             out.first_token_ns = now
-        elif now - out.sent_ns > self.total_deadline:
-            out.fail(State.TIMEOUT, "timed out before the response ended", out.sent_ns + self.total_deadline)
+        elif now - sent > self.total_deadline:
+            out.fail(State.TIMEOUT, "timed out before the response ended", sent + self.total_deadline)
             return False
         append = out.token_ns.append
         for _ in range(n):

@@ -76,9 +76,9 @@ class RouterRuntime:
             return None
         if policy == "nearest":
             for tier in self._tiers:
-                rep = _least(r for p in tier for r in p.replicas)
-                if rep is not None:
-                    return rep
+                nearest = _least(r for p in tier for r in p.replicas)
+                if nearest is not None:
+                    return nearest
             return None
         if policy == "failover":
             for pool in self.pools:

@@ -198,9 +198,12 @@ class Simulator:
                 break
             req = self.queue.pop()
             out = req.outcome
-            if self.now - out.sent_ns > req.first_token_deadline:  # its client has given up meanwhile
-                out.fail(State.TIMEOUT, "timed out waiting for the first token", out.sent_ns + req.first_token_deadline)
-                events.extend(self.finish(req, out.end_ns))
+            sent = out.sent_ns
+            assert sent is not None  # a queued request was sent
+            if self.now - sent > req.first_token_deadline:  # its client has given up meanwhile
+                gave_up = sent + req.first_token_deadline
+                out.fail(State.TIMEOUT, "timed out waiting for the first token", gave_up)
+                events.extend(self.finish(req, gave_up))
                 continue
             events.extend(self._deliver(req, rep))
         return events

@@ -84,6 +84,7 @@ class Traffic:
 
     def start(self, sim: Simulator) -> list[Event]:
         events: list[Event] = []
+        sampler: Any  # the phase's sampler, or a user's own profile of it
         for src in self.sources:
             if src.offsets is not None:
                 if len(src.offsets):
@@ -155,6 +156,7 @@ class Traffic:
         """A request ended: carry its conversation on, or let its user think and send again."""
         ctx: _Context = req.context
         src, plan, end = ctx.source, ctx.source.plan, req.outcome.end_ns
+        assert end is not None  # the request has ended
         conv, user_state = ctx.conversation
         if conv is not None and req.outcome.state is State.OK and ctx.turn < conv.turns:
             intended = end + int(conv.think_s[ctx.turn - 1] * SECOND)

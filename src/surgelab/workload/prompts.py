@@ -35,7 +35,8 @@ class _Blocks:
     """Per-index random draws, generated a block at a time and cached (bounded)."""
 
     def __init__(self, seed: Sequence[int], draw) -> None:
-        self._seed, self._draw, self._cache = list(seed), draw, {}
+        self._seed, self._draw = list(seed), draw
+        self._cache: dict[int, list[tuple]] = {}
 
     def __getitem__(self, index: int) -> tuple:
         block, offset = divmod(index, _BLOCK)
