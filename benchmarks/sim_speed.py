@@ -7,8 +7,7 @@ million engine steps. The figure is simulated requests per CPU second of the who
 (schedule, simulation, records, summary): CPU time (``time.process_time``) is what other
 processes on a shared machine inflate least. Also printed: the CPU seconds of the event loop
 alone (``Simulator.run``, records built as requests finish), of writing ``records.parquet``
-and of ``summarize()`` (each one only where its function can be patched: not in a class compiled
-with mypyc), and the wall time. ``--reference`` steps every engine one
+and of ``summarize()``, and the wall time. ``--reference`` steps every engine one
 ``Engine.step()`` per event instead of ``Engine.run``/``plan``/``advance``.
 
     python benchmarks/sim_speed.py                  # the hour
@@ -18,7 +17,6 @@ with mypyc), and the wall time. ``--reference`` steps every engine one
 from __future__ import annotations
 
 import argparse
-import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -61,8 +59,7 @@ def main() -> None:
     for owner, name, label in ((sim_run.Simulator, "run", "event loop"), (sim_run.Recorder, "close", "records.parquet"),
                                (sim_run, "summarize", "summarize")):  # fmt: skip
         if hasattr(owner, name):  # the parts are reported when the code is laid out as expected
-            with contextlib.suppress(TypeError, AttributeError):  # a class compiled with mypyc cannot be patched
-                setattr(owner, name, _timed(parts, label, getattr(owner, name)))
+            setattr(owner, name, _timed(parts, label, getattr(owner, name)))
     with tempfile.TemporaryDirectory() as tmp:
         started, cpu = time.perf_counter(), time.process_time()
         result = simulate(scenario, fleet, Path(tmp) / "run", fast=not args.reference)

@@ -30,7 +30,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from surgelab.engine import Engine, EngineProfile, EngineRequest
 from surgelab.engine.request import Run
@@ -243,7 +243,7 @@ def _has_first_token(req: SimRequest | None) -> bool:
     return req is None or req.outcome.first_token_ns is not None or req.stretch >= 0
 
 
-def _streaming(req: SimRequest | None) -> bool:
+def _streaming(req: SimRequest | None) -> TypeGuard[SimRequest]:
     return req is not None and req.stretch >= 0
 
 
@@ -327,10 +327,10 @@ def _late(
         streaming = held.get(entry[1])
         if not _streaming(streaming):
             continue
-        if streaming.outcome.first_token_ns is None and streaming.stretch == last:  # type: ignore[union-attr]
+        if streaming.outcome.first_token_ns is None and streaming.stretch == last:
             kept.append(entry)  # its first token, judged by first_token alone
             continue
-        late.append((streaming.place, streaming, _TOTAL, entry[0]))  # type: ignore[union-attr,arg-type]
+        late.append((streaming.place, streaming, _TOTAL, entry[0]))
     for entry in kept:
         heapq.heappush(heap, entry)
     events: list[Event] = []
