@@ -18,6 +18,6 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:3]]
     assert blocks[0].endswith("surgelab demo")
-    assert blocks[1].endswith("pytest -q -n 2 --dist loadfile")
+    assert blocks[1].endswith("pytest -q tests/interop")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert blocks[1] in ci, ".ci/run must run the README's test command verbatim"
