@@ -126,6 +126,32 @@ def test_gzip_body_is_decoded_and_read_n_keeps_the_rest():
     assert head == b"012345678901234" and head + rest == b"0123456789" * 100
     assert b"Content-Length" not in requests[0]  # a GET without a body says nothing about one
 
+def test_a_gzip_stream_whose_first_piece_is_the_header_alone_is_read_to_its_end():
+    """nginx gzipping an event stream sends the 10-byte gzip header first: it decodes to nothing, not to the end."""
+    payload = gzip.compress(b"data: 1\n\n" * 3)
+    pieces = [payload[:10], payload[10:20], payload[20:]]
+
+    async def answer(writer, n):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in pieces:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await asyncio.sleep(0.02)  # each piece its own read
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def client(url):
+        pool = HttpPool({})
+        async with pool.request("GET", url) as resp:
+            reads = [data async for data in resp.iter_any()]
+        await pool.close()
+        return reads
+
+    reads, _ = _run(answer, client)
+    assert b"".join(reads) == b"data: 1\n\n" * 3 and all(reads)
+
+
 
 @pytest.mark.parametrize(
     ("reply", "error"),

@@ -278,22 +278,32 @@ class Response:
         if self._pending:
             data, self._pending = self._pending, b""
             return data
-        while not self._chunks:
-            if self.error is not None:
-                raise self.error
-            if self.complete:
-                return b""
-            await self._next_event()
-        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
-        self.buffered = 0
-        self._conn.resume()
-        if self._decoder is not None:
+        while True:
+            while not self._chunks:
+                if self.error is not None:
+                    raise self.error
+                if self.complete:
+                    return self._decoded_rest()
+                await self._next_event()
+            data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
+            self._chunks.clear()
+            self.buffered = 0
+            self._conn.resume()
+            if self._decoder is None:
+                return data
             try:
                 data = self._decoder.decompress(data)
             except zlib.error as exc:
                 raise InvalidResponse(f"invalid compressed body: {exc}") from None
-        return data
+            if data:  # a compressed piece can decode to nothing yet (a gzip header alone): b"" means the end
+                return data
+
+    def _decoded_rest(self) -> bytes:
+        """What the decompressor still holds at the end of the body (once), else ``b""``."""
+        if self._decoder is None:
+            return b""
+        rest, self._decoder = self._decoder.flush(), None
+        return rest
 
     async def iter_any(self) -> AsyncIterator[bytes]:
         while data := await self.readany():
