@@ -43,6 +43,8 @@ class Settings:
     idle_s: float = 0.0
     max_requests: int = 0
     close_after_stream: bool = False
+    gzip_streams: bool = False  # nginx only (others ignore these two): gzip text/event-stream too
+    proxy_buffering: bool = False  # ... and buffer upstream answers (nginx's default), so gzip holds a stream whole
 
     def script_flags(self) -> list[str]:
         return ["--ttft", str(self.ttft), "--itl", str(self.itl), "--tokens", str(self.tokens)]
@@ -188,7 +190,7 @@ class CppStack(ToolStack):
 
 
 class NginxStack(ToolStack):
-    """nginx as a reverse proxy (``proxy_buffering off``) in front of the aiohttp server.
+    """nginx as a reverse proxy (``proxy_buffering off`` unless asked) in front of the aiohttp server.
 
     nginx re-frames the upstream's answer and owns the client's connection: its chunked
     encoding, its keep-alive (``keepalive_timeout``, ``keepalive_requests``) and its gzip
@@ -231,7 +233,7 @@ events {{ worker_connections 256; }}
 http {{
     access_log off;
 {temp}{idle}{limit}    gzip on;
-    gzip_types application/json;
+    gzip_types application/json{" text/event-stream" if settings.gzip_streams else ""};
     gzip_min_length 1;
     gzip_proxied any;
     upstream script {{ server 127.0.0.1:{upstream}; keepalive 4; }}
@@ -243,7 +245,7 @@ http {{
             proxy_set_header Connection "";
             proxy_set_header Accept-Encoding "";
             proxy_set_header X-Conn $connection;
-            proxy_buffering off;
+            proxy_buffering {"on" if settings.proxy_buffering else "off"};
         }}
     }}
 }}

@@ -21,6 +21,7 @@ from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
+from surgelab.analysis.streams import buffered_streams, buffering_warnings
 from surgelab.analysis.trend import Trend, request_trends
 from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
@@ -198,6 +199,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "trends": _trends(c, window, scenario.target.stream),
     }
     ok = ~c.warmup & (c.state == State.OK.value)
+    summary["streaming"] = buffered_streams(c, ok)
     results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
     results += _default_bounds(scenario, summary["requests"], info.stop_reason or "")
     summary["thresholds"] = results
@@ -215,6 +217,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"])
     summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
+    summary["warnings"] += buffering_warnings(summary["streaming"])
     summary["errors"] = top_errors(c.source, c.state)
     return summary
 
