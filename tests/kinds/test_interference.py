@@ -21,11 +21,16 @@ CHAT = {"name": "chat", "kind": "chat", "prompt_tokens": 64, "output_tokens": 16
 
 
 def _predicted_chat_ttft(records: list[dict]) -> float:
-    """Mean chat TTFT the engine model predicts, in virtual time, for the run's own arrivals and sizes."""
-    engine = Engine(load_profile(PROFILE))
-    arrivals = sorted((r["intended_ns"] / 1e9, f"{r['request_class']}-{r['id']}", r["prompt_tokens"], r["output_tokens"])
-                      for r in records)  # fmt: skip
-    sent = {rid: at for at, rid, _, _ in arrivals}
+    """Mean chat TTFT the engine model predicts, in virtual time, for the run's own arrivals and sizes.
+
+    A request reaches the engine the profile's front-end time after it was sent, as in the server.
+    """
+    profile = load_profile(PROFILE)
+    engine = Engine(profile)
+    front = profile.request_overhead_s
+    arrivals = sorted((r["intended_ns"] / 1e9 + front, f"{r['request_class']}-{r['id']}", r["prompt_tokens"],
+                       r["output_tokens"]) for r in records)  # fmt: skip
+    sent = {rid: at - front for at, rid, _, _ in arrivals}
     first: dict[str, float] = {}
     now, queue = 0.0, list(arrivals)
     for _ in range(100_000):  # bounded
@@ -74,8 +79,8 @@ def test_vision_raises_chat_ttft_as_the_engine_predicts(h100, scenario_for, run,
     )
     print(f"chat TTFT mean: alone {alone * 1000:.1f} ms, with vision {mixed * 1000:.1f} ms; "
           f"engine model on the same arrivals: {predicted_alone * 1000:.1f} ms → {predicted_mixed * 1000:.1f} ms")  # fmt: skip
-    assert predicted_mixed > 2 * predicted_alone, "the model predicts interference"
-    assert mixed > 2 * alone, "and the server shows it"
+    assert predicted_mixed > 1.5 * predicted_alone, "the model predicts interference"
+    assert mixed > 1.5 * alone, "and the server shows it"
     # Of the predicted size: on a quiet machine within ~20 % (70 ms measured for 54 ms predicted);
     # the upper bound leaves room for a busy 2-core machine, whose delays only add.
     rise, predicted_rise = mixed - alone, predicted_mixed - predicted_alone

@@ -11,27 +11,27 @@ from surgelab.cli.common import fail
 
 
 def _model(name: str, params: float | None, layers: int | None, kv_heads: int | None, head_dim: int | None):
-    from surgelab.engine.hardware import Model
-    from surgelab.engine.profiles import MODELS
+    from surgelab.engine import Architecture, ArchitectureError, find_model
 
     shape = (params, layers, kv_heads, head_dim)
-    if any(v is not None for v in shape):
-        if any(v is None for v in shape):
-            raise fail("a custom model needs all of --params, --layers, --kv-heads and --head-dim")
-        return Model(name, params, layers, kv_heads, head_dim)
-    if name not in MODELS:
-        raise fail(
-            f"unknown model {name!r}: use one of {', '.join(MODELS)}, or give --params/--layers/--kv-heads/--head-dim"
-        )
-    return MODELS[name]
+    try:
+        if any(v is not None for v in shape):
+            if any(v is None for v in shape):
+                raise fail("a custom model needs all of --params, --layers, --kv-heads and --head-dim")
+            return Architecture.dense(name, params, layers, kv_heads, head_dim)  # type: ignore[arg-type]
+        return find_model(name)
+    except ArchitectureError as exc:
+        raise fail(f"--model: {exc}; or give --params/--layers/--kv-heads/--head-dim") from None
 
 
 @app.command("memory")
 def memory(
     model: str = typer.Option(
-        "llama3-8b", "--model", help="A built-in model (llama3-8b, llama2-7b, llama3-70b) or a name for --params…"
+        "llama3-8b", "--model",
+        help="A catalogued model (Hugging Face id or alias, e.g. Qwen/Qwen2.5-7B-Instruct, mixtral-8x7b), a config.json "
+        "(file or folder), or a name for --params…",
     ),
-    gpu: str = typer.Option("h100", "--gpu", help="A built-in GPU (h100, h200, a100, a10)."),
+    gpu: str = typer.Option("h100", "--gpu", help="A GPU: h100, h200, a100, l40s, b200, mi300x, a10."),
     gpus: int = typer.Option(1, "--gpus", min=1, help="GPUs the model is split over (tensor parallel)."),
     context: int = typer.Option(4096, "--context", min=1, help="Tokens a sequence holds: prompt plus output."),
     weights: str | None = typer.Option(
@@ -59,8 +59,8 @@ def memory(
     """Sequences that fit beside the weights, and the decode speed when full — FP16 against FP8 and INT4."""
     from dataclasses import replace
 
-    from surgelab.engine.hardware import GB
-    from surgelab.engine.profiles import GPUS
+    from surgelab.engine.accuracy import nearest_error
+    from surgelab.engine.hardware import GB, GPUS, Deployment
     from surgelab.plan.memory import WHAT_IF, naive_concurrency, what_if
 
     if gpu not in GPUS:
@@ -69,12 +69,12 @@ def memory(
     spec = _model(model, params, layers, kv_heads, head_dim)
     pairs = WHAT_IF if weights is None else ((weights, kv or weights),)
     try:
-        fits = what_if(spec, card, gpus, context, pairs, memory_utilization=utilization)
+        fits = what_if(spec, card, gpus, context, pairs, gpu_memory_utilization=utilization)
     except ValueError as exc:
         raise fail(str(exc)) from None
 
     console = Console()
-    title = f"{spec.name} on {gpus} × {card.name} ({card.memory_bytes / GB:g} GB), {context:,}-token sequences"
+    title = f"{spec.name} on {gpus} × {card.name} ({card.memory_bytes / GB:.1f} GB), {context:,}-token sequences"
     table = Table(title=title, padding=(0, 1), box=None, header_style="bold")
     for header in ("weights", "KV", "weights GB", "KV KiB/tok", "KV tokens", "sequences", "step ms", "tok/s full"):
         table.add_column(header, justify="right")
@@ -94,10 +94,14 @@ def memory(
                 else f"{f.kv_tokens:,} KV tokens hold less than one sequence"
             )
             console.print(f"[red]{f.weights} weights, {f.kv} KV: {why}[/]")
+    reserve = Deployment(spec, card, tp=gpus).eff.reserve_bytes / GB
     console.print(
-        f"usable = {gpus} × ({card.memory_bytes / GB:g} GB × {utilization:g} − 1 GB reserve) − weights; "
-        "sequences count whole KV blocks of 16 tokens. The engine's own limit (max_num_seqs) may be lower."
+        f"usable = {gpus} × ({card.memory_bytes / GB:.1f} GB × {utilization:g} − {reserve:.2f} GB reserve) − weights; "
+        "quantised weights keep the embeddings and head in 16 bits; sequences count whole KV blocks of 16 tokens. "
+        "The engine's own limit (max_num_seqs) may be lower."
     )
+    bar = nearest_error(card.name, spec.is_moe)
+    console.print(f"step ms and tok/s are the engine model's: {bar.describe(('itl_generated', 'e2e_mean'))}", highlight=False)
     if mem_per_request is not None:
         naive = naive_concurrency(card.memory_bytes * gpus, mem_per_request * GB)
         console.print(

@@ -3,18 +3,24 @@
 A profile is what the engine needs to time a step and bound a batch. It is derived from
 hardware physics (``hardware.py``) or written out explicitly, e.g. by ``surgelab fit``.
 
-Step time, for a step that prefills ``p`` tokens, decodes ``d`` sequences, schedules ``s``
-sequences in all, reads ``r`` tokens of KV cache and computes ``a`` prefill attention pairs::
+Step time, for a step that computes ``T`` tokens (prefilled or decoded), schedules ``s``
+sequences, reads ``r`` tokens of KV cache and computes ``a`` prefill attention pairs::
 
-    memory  = decode_base_s + s_per_kv_token * r                       # weights + KV
-    compute = prefill_s_per_token * (p + d) + prefill_s_per_pair * a   # 2·P FLOPs/token + attention
-    t = step_overhead_s + step_s_per_seq * s + combine(memory, compute)
+    weights   = decode_base_s + expert_s · E(T)          # streamed once; E: experts the tokens touch
+    linear    = max(weights, prefill_s_per_token · T)    # a roofline: bandwidth- or compute-bound
+    attention = s_per_kv_token · r + prefill_s_per_pair · a
+    t = step_overhead_s + step_s_per_seq · s + comm_s_per_token · T + combine(...)
 
-``combine`` is ``max`` (a GPU: one fused pass costs whichever bound dominates) or ``sum`` (a
-CPU: the parts take turns). A prefill chunk of ``n`` tokens after ``c`` already in the cache
-computes ``a = n·c + n(n+1)/2`` (query, key) pairs: attention is what makes prefill grow
-faster than the prompt. With the defaults (``prefill_s_per_pair = step_s_per_seq = 0``,
-``combine = max``) the step time is the roofline ``overhead + max(memory, compute)``, bit for bit.
+``combine`` is ``split`` (a GPU forward pass, layer by layer: ``linear + attention``),
+``max`` (one roofline over the whole step: ``max(weights + KV, compute + pairs)``) or
+``sum`` (a CPU, whose parts take turns: everything added). ``E(T) = n·(1 − (1 − k/n)^T)``
+is how many of a mixture-of-experts layer's ``num_experts`` the step's ``T`` tokens touch
+when each picks ``experts_per_token`` uniformly (0 for a dense model). A prefill chunk of
+``n`` tokens after ``c`` already in the cache computes ``a = n·c + n(n+1)/2`` (query, key)
+pairs: attention is what makes prefill grow faster than the prompt. With the defaults
+(``prefill_s_per_pair = step_s_per_seq = comm_s_per_token = expert_s = 0``, ``combine =
+max``) the step time is the roofline ``overhead + max(memory, compute)``, bit for bit as
+before these terms existed.
 
 ``request_overhead_s`` is no part of a step: it is the front end's time per request (HTTP,
 tokenising, request set-up in the API server), paid once when a request arrives, before it
@@ -39,10 +45,10 @@ __all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_pro
 
 COEFFICIENTS = (
     "prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "prefill_s_per_pair", "step_s_per_seq",
-    "request_overhead_s",
+    "request_overhead_s", "comm_s_per_token", "expert_s",
 )  # fmt: skip
 """The step-time coefficients (seconds per unit of work), each a finite number >= 0."""
-COMBINE = ("max", "sum")
+COMBINE = ("max", "sum", "split")
 
 
 class ProfileError(ValueError):
@@ -73,9 +79,19 @@ class EngineProfile:
     step_s_per_seq: float = 0.0
     """Scheduling overhead per sequence in a step (bookkeeping, sampling, per-sequence launches)."""
     combine: str = "max"
-    """How a step's memory- and compute-bound parts combine: ``max`` (GPU) or ``sum`` (CPU)."""
+    """How a step's parts combine: ``split`` (GPU, layer by layer), ``max`` (one roofline) or ``sum`` (CPU)."""
     request_overhead_s: float = 0.0
     """The front end's time per request before it can join a step (not engine time: concurrent with steps)."""
+    comm_s_per_token: float = 0.0
+    """Tensor-parallel all-reduce payload per token in the step (its latency is in ``step_overhead_s``)."""
+    expert_s: float = 0.0
+    """Mixture of experts: seconds to stream one routed expert of every MoE layer."""
+    num_experts: int = 0
+    """Mixture of experts: routed experts per MoE layer (0: dense)."""
+    experts_per_token: int = 0
+    """Mixture of experts: experts each token is routed to."""
+    gpu: str = ""
+    """The GPU the physics derived these figures for (``Deployment``); empty for coefficients given or fitted."""
 
     def validate(self) -> list[str]:
         """Every problem at once, as ``field: message`` lines."""
@@ -97,6 +113,16 @@ class EngineProfile:
         kv_bytes = self.kv_bytes_per_token
         if kv_bytes is not None and not (isinstance(kv_bytes, (int, float)) and math.isfinite(kv_bytes) and kv_bytes > 0):
             errors.append(f"kv_bytes_per_token: must be a finite number > 0, got {kv_bytes!r}")
+        for name in ("num_experts", "experts_per_token"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                errors.append(f"{name}: must be an integer >= 0, got {value!r}")
+        if not errors:
+            moe = (self.expert_s > 0, self.num_experts > 0, self.experts_per_token > 0)
+            if len(set(moe)) > 1 or self.experts_per_token > self.num_experts:
+                errors.append(
+                    "expert_s, num_experts, experts_per_token: give all three (experts_per_token <= num_experts) or none"
+                )
         if self.combine not in COMBINE:
             errors.append(f"combine: must be one of {', '.join(COMBINE)}, got {self.combine!r}")
         if not errors and self.kv_capacity_tokens < self.block_size:
@@ -110,7 +136,10 @@ class EngineProfile:
     @cached_property  # read once per planned run: the fields are frozen
     def roofline(self) -> bool:
         """Whether the step time is the plain ``overhead + max(memory, compute)`` (no attention, per-sequence or additive terms)."""
-        return self.prefill_s_per_pair == 0 and self.step_s_per_seq == 0 and self.combine == "max"
+        return (
+            self.prefill_s_per_pair == 0 and self.step_s_per_seq == 0 and self.combine == "max"
+            and self.comm_s_per_token == 0 and self.expert_s == 0
+        )  # fmt: skip
 
     def step_time(
         self, prefill_tokens: int, decode_seqs: int, kv_tokens_read: int,
@@ -151,9 +180,19 @@ class EngineProfile:
             if not tokens:
                 return []
             seqs, pairs = first if first is not None else (tokens[0], 0)
-            price = self.price
-            return [price(tokens[0], kv_tokens_read[0], seqs, pairs),
-                    *[price(n, r, n, 0) for n, r in zip(tokens[1:], kv_tokens_read[1:])]]  # fmt: skip
+            head = self.price(tokens[0], kv_tokens_read[0], seqs, pairs)
+            if self.combine != "split":
+                price = self.price
+                return [head, *[price(n, r, n, 0) for n, r in zip(tokens[1:], kv_tokens_read[1:])]]
+            # split: a decode step is a part that depends on its sequences alone, plus its KV reads
+            per_kv, parts = self.s_per_kv_token, {}
+            times = [head]
+            for n, r in zip(tokens[1:], kv_tokens_read[1:]):
+                part = parts.get(n)
+                if part is None:
+                    part = parts[n] = self.price(n, 0, n, 0)
+                times.append(part + per_kv * r)
+            return times
         if len(tokens) > 2 and per_token * max(tokens[1:]) <= base + per_kv * min(kv_tokens_read[1:]):
             # memory-bound at every step after the first (a run's planned decode steps): the same sums,
             # fewer comparisons
@@ -171,10 +210,28 @@ class EngineProfile:
 
         ``step_times`` prices steps with it (and, for a roofline profile, with the same sums inlined).
         """
-        memory = self.decode_base_s + self.s_per_kv_token * kv_tokens_read
-        compute = self.prefill_s_per_token * tokens + self.prefill_s_per_pair * pairs
-        both = memory + compute if self.combine == "sum" else (memory if memory >= compute else compute)
-        return self.step_overhead_s + self.step_s_per_seq * seqs + both
+        weights = self.decode_base_s
+        if self.expert_s:
+            weights += self.expert_s * self.experts_touched(tokens)
+        kv = self.s_per_kv_token * kv_tokens_read
+        linear = self.prefill_s_per_token * tokens
+        pairs_s = self.prefill_s_per_pair * pairs
+        if self.combine == "split":  # the KV reads added last: ``step_times`` adds them to a cached rest, bit for bit
+            rest = self.step_overhead_s + self.step_s_per_seq * seqs + self.comm_s_per_token * tokens
+            return rest + (weights if weights >= linear else linear) + pairs_s + kv
+        if self.combine == "sum":
+            both = weights + kv + linear + pairs_s
+        else:
+            memory, compute = weights + kv, linear + pairs_s
+            both = memory if memory >= compute else compute
+        return self.step_overhead_s + self.step_s_per_seq * seqs + self.comm_s_per_token * tokens + both
+
+    def experts_touched(self, tokens: float) -> float:
+        """Routed experts of one MoE layer that ``tokens`` tokens touch on average (routing uniform)."""
+        n, k = self.num_experts, self.experts_per_token
+        if not n or tokens <= 0:
+            return 0.0
+        return n * (1.0 - (1.0 - k / n) ** tokens)
 
     def steady_throughput(self, batch: int, prompt_tokens: int, output_tokens: int) -> float:
         """Predicted output tokens/s with ``batch`` sequences always running.
@@ -234,7 +291,7 @@ def read_profile_file(path: Path) -> EngineProfile:
         raise ProfileError(f"profile file {path}: {exc}") from None
 
 
-_TEXT_FIELDS = frozenset({"name", "model", "description", "combine"})
+_TEXT_FIELDS = frozenset({"name", "model", "description", "combine", "gpu"})
 
 
 def _number(value: Any) -> Any:

@@ -14,15 +14,13 @@ side by side on the same model and hardware, with the decode speed each would re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from surgelab.engine.hardware import GPU, Deployment, Model
+from surgelab.engine.architecture import Architecture
+from surgelab.engine.hardware import GPU, PRECISIONS, Deployment
 from surgelab.engine.kv import sequences_that_fit
 
 __all__ = ["PRECISIONS", "WHAT_IF", "MemoryFit", "memory_fit", "what_if", "naive_concurrency"]
-
-PRECISIONS: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
-"""Bytes per weight or KV element."""
 
 WHAT_IF: tuple[tuple[str, str], ...] = (
     ("fp16", "fp16"),
@@ -60,20 +58,15 @@ class MemoryFit:
         return None if not self.decode_step_s else self.sequences / self.decode_step_s
 
 
-def _bytes_of(precision: str) -> float:
-    try:
-        return PRECISIONS[precision.lower()]
-    except KeyError:
-        raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}") from None
-
-
 def memory_fit(deployment: Deployment, context_tokens: int, weights: str = "fp16", kv: str | None = None) -> MemoryFit:
-    """``deployment``'s model at the given precisions: the KV it can hold and how fast it decodes when full."""
+    """``deployment``'s model at the given precisions: the KV it can hold and how fast it decodes when full.
+
+    Quantised weights keep the embeddings and the output head in 16 bits, as quantisers leave them.
+    """
     if context_tokens < 1:
         raise ValueError(f"context must be at least 1 token, got {context_tokens}")
     kv = kv or weights
-    model = replace(deployment.model, dtype_bytes=_bytes_of(weights), kv_dtype_bytes=_bytes_of(kv))
-    quantised = replace(deployment, model=model)
+    quantised = deployment.with_precision(weights.lower(), kv.lower())
     try:
         kv_tokens = quantised.kv_capacity_tokens
     except ValueError:  # the weights alone do not fit
@@ -83,20 +76,20 @@ def memory_fit(deployment: Deployment, context_tokens: int, weights: str = "fp16
     if sequences:
         step = quantised.profile("what-if").step_time(0, sequences, sequences * context_tokens)
     return MemoryFit(
-        weights, kv, context_tokens, model.weight_bytes, model.kv_bytes_per_token, kv_tokens, sequences, step
+        weights, kv, context_tokens, quantised.weight_bytes, quantised.kv_bytes_per_token, kv_tokens, sequences, step
     )
 
 
 def what_if(
-    model: Model,
+    model: Architecture,
     gpu: GPU,
     num_gpus: int,
     context_tokens: int,
     pairs: tuple[tuple[str, str], ...] = WHAT_IF,
-    **deployment: float,
+    gpu_memory_utilization: float = 0.9,
 ) -> list[MemoryFit]:
     """The same model and GPUs at each (weights, KV) precision pair."""
-    base = Deployment(model, gpu, num_gpus=num_gpus, **deployment)
+    base = Deployment(model, gpu, tp=num_gpus, gpu_memory_utilization=gpu_memory_utilization)
     return [memory_fit(base, context_tokens, w, k) for w, k in pairs]
 
 

@@ -42,12 +42,20 @@ class Load(ScenarioModel):
     )
     warmup: Seconds = Field(0.0, description="Initial period recorded but excluded from the summary.")
     max_in_flight: int = Field(1000, ge=1, description="Open loop: a request that would exceed this is dropped and counted.")
+    users: int | None = Field(
+        None,
+        ge=1,
+        description="Open loop dealt to this many users (inference-perf's sessions): request i goes to user i mod users, "
+        "who sends it only once its previous answer is back. The rate holds while answers return within users ÷ rate.",
+    )
     grace: Seconds = Field(10.0, description="On stop, how long in-flight requests may finish before they are cancelled.")
 
     @model_validator(mode="after")
     def _one_mode(self) -> Load:
         if (self.rate is None) == (self.concurrency is None):
             raise ValueError("give exactly one of rate (open loop) or concurrency (closed loop)")
+        if self.users is not None and self.rate is None:
+            raise ValueError("users deals an open loop's schedule out to users: give it with rate, not concurrency")
         if self.concurrency is not None and self.concurrency.type == "replay":
             raise ValueError("a replay sets arrival times: use it as rate (open loop), not concurrency")
         if self.warmup >= self.planned_duration:

@@ -145,6 +145,10 @@ class RequestClass(ScenarioModel):
     output_tokens: TokenCount = Field(128, description="max_tokens of each request.")
     unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
     system_prompt_tokens: int = Field(0, ge=0, description="A shared system prompt of this many tokens, identical in every request.")
+    system_prompts: int = Field(
+        1, ge=1, le=100_000, description="How many different system prompts (of system_prompt_tokens each): request i has "
+        "prompt i mod system_prompts, so with load.users a multiple of it every user keeps one (a shared-prefix group)."
+    )
     shared_prefix: SharedPrefix | None = Field(None, description="A shared prefix on a fraction of requests.")
     sampling: dict[str, Any] = Field(default_factory=dict, description="Extra body fields for this class, e.g. {temperature: 0.7}.")
     tier: str = Field("default", description="Tier whose SLOs apply (see tiers).")

@@ -1,7 +1,9 @@
 """The scenario's traffic in virtual time: the very schedule and requests a real run sends.
 
 Open loop: ``open_loop_offsets`` of each phase, each arrival fires at its intended time;
-one beyond the phase's ``max_in_flight`` is recorded as dropped. Closed loop: each user
+one beyond the phase's ``max_in_flight`` is recorded as dropped. Dealt to ``users``: arrival
+``i`` belongs to user ``i mod users`` and waits for that user's previous answer (its intended
+time is when it can go); one still waiting when the phase ends is dropped. Closed loop: each user
 sends when ready, waits for the whole answer, thinks (the same seeded draws as the runner's
 users) and sends again until the phase ends; shaped concurrency activates users below the
 level. Sessions: each turn follows the previous answer after its think time, with the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,8 @@ class _Context:
     first: Any = None
     conversation: Any = None
     history: tuple = ()
+    dealt: bool = False
+    """An open-loop request dealt to ``user``: the user's next waiting request follows its answer."""
 
 
 class _Source:
@@ -56,6 +61,9 @@ class _Source:
         offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
         self.offsets: list[int] | None = None if offsets is None else offsets.tolist()  # Python ints: read one by one
         self.steady = isinstance(self.load.shape, Steady)
+        self.users = self.load.users or 0
+        self.waiting: dict[int, deque[int]] = {}
+        """Dealt to users: the requests each busy user has yet to send (a user is busy while it has an entry)."""
 
 
 class Traffic:
@@ -115,14 +123,39 @@ class Traffic:
         if i + 1 < len(offsets):
             events.append(Call(offsets[i + 1], Rank.ARRIVAL, self._open_arrival, src, i + 1))
         plan, intended = src.plan, sim.now
+        if src.users:
+            user = i % src.users
+            if user in src.waiting:
+                src.waiting[user].append(i)  # the user sends it once its answer is back
+                return events
         if src.in_flight >= src.load.max_in_flight:
             meta = meta_row(plan, i, plan.sampler.spec(i, self.texts), intended, -1)
             sim.record(meta, SimOutcome(None, State.DROPPED, f"max_in_flight ({src.load.max_in_flight}) reached"))
             return events
         src.in_flight += 1
         self.open_conversations += 1
-        events.extend(self._turn(sim, _Context(src, i, -1, 0, plan.sampler), intended))
+        if src.users:
+            src.waiting[i % src.users] = deque()
+            ctx = _Context(src, i, i % src.users, 0, plan.sampler, dealt=True)
+        else:
+            ctx = _Context(src, i, -1, 0, plan.sampler)
+        events.extend(self._turn(sim, ctx, intended))
         return events
+
+    def _user_next(self, sim: Simulator, src: _Source, user: int) -> Iterable[Event]:
+        """A dealt user's answer is back: it sends its next waiting request now (dropped after the phase)."""
+        queue = src.waiting[user]
+        plan = src.plan
+        if queue and sim.now < plan.end_ns:
+            i = queue.popleft()
+            self.open_conversations += 1
+            return self._turn(sim, _Context(src, i, user, 0, plan.sampler, dealt=True), sim.now)
+        for i in queue:
+            meta = meta_row(plan, i, plan.sampler.spec(i, self.texts), sim.now, user)
+            sim.record(meta, SimOutcome(None, State.DROPPED, "its user was still waiting for an answer when the phase ended"))
+        del src.waiting[user]
+        src.in_flight -= 1
+        return ()
 
     def _user_ready(self, sim: Simulator, src: _Source, user: int, state: tuple) -> Iterable[Event]:
         plan = src.plan
@@ -166,6 +199,8 @@ class Traffic:
                 ctx.turn += 1
                 return [Call(max(intended, sim.now), Rank.ARRIVAL, self._next_turn, ctx, intended)]
         self.open_conversations -= 1
+        if ctx.dealt:
+            return self._user_next(sim, src, ctx.user)
         if ctx.user < 0:
             src.in_flight -= 1
             return ()

@@ -78,11 +78,12 @@ class PromptFactory:
         self._key = key
         self.steps = [PromptFactory(step, [*key, 8, k], self.tokenizer) for k, step in enumerate(c.flow or ())]
         prepare_kind(c)
-        self.system_prompt = (
-            self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2]))
-            if c.system_prompt_tokens
-            else ""
-        )
+        # one system prompt, or ``system_prompts`` of them (request i has i mod n); the first keeps its old seed
+        self.system_prompts = [
+            self.tokenizer.synthesize(c.system_prompt_tokens, np.random.default_rng([*key, 2] + ([j] if j else [])))
+            for j in range(c.system_prompts)
+        ] if c.system_prompt_tokens else [""]  # fmt: skip
+        self.system_prompt = self.system_prompts[0]
         self._system_tokens = self.tokenizer.count(self.system_prompt) if self.system_prompt else 0
         shared = c.shared_prefix
         self.shared_prefix = (
@@ -114,8 +115,9 @@ class PromptFactory:
         """
         draw = self._draws[index]
         lean = not text and self.dataset is None and self._lean_ok
+        group = index % len(self.system_prompts)
         if lean:  # the spec is its lengths alone: equal draws give equal specs, shared (they are frozen)
-            spec = self._lean.get(draw[:3])
+            spec = self._lean.get((*draw[:3], group))
             if spec is not None:
                 return spec
         n, max_tokens, with_prefix, row = draw
@@ -136,7 +138,7 @@ class PromptFactory:
             prompt=prompt,
             prompt_tokens=tokens,
             max_tokens=max_tokens,
-            system_prompt=self.system_prompt,
+            system_prompt=self.system_prompts[group],
             request_class=c.name,
             tier=c.tier,
             endpoint=c.endpoint,
@@ -149,7 +151,7 @@ class PromptFactory:
         if lean:
             if len(self._lean) >= _LEAN_SPECS:
                 self._lean.clear()
-            self._lean[draw[:3]] = spec
+            self._lean[(*draw[:3], group)] = spec
         return spec
 
     @property
