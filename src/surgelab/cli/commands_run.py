@@ -34,6 +34,7 @@ from surgelab.cli.common import (
     warn_insecure,
 )
 from surgelab.scenario.model import Scenario
+from surgelab.yamlfile import DuplicateKeyError, load_yaml
 
 
 def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
@@ -68,7 +69,9 @@ def _set_overrides(items: list[str]) -> dict[str, tuple[str, Any]]:
         if not sep or not path.strip():
             raise fail(f"--set {item!r}: expected path=value, e.g. --set load.warmup=10s")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml(raw) if raw.strip() else ""
+        except DuplicateKeyError as exc:
+            raise fail(f"--set {path.strip()}: {exc.key} is given twice; keep one") from None
         except yaml.YAMLError:
             value = raw
         result[path.strip()] = (f"--set {path.strip()}", value)
