@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -22,6 +21,7 @@ from surgelab.cli.common import (
     EXIT_THRESHOLDS,
     NETWORK_FLAGS,
     announce_end,
+    api_key_of,
     ca_cert_option,
     client_cert_option,
     client_key_option,
@@ -33,7 +33,7 @@ from surgelab.cli.common import (
     start_dashboard,
     warn_insecure,
 )
-from surgelab.scenario.model import Scenario
+from surgelab.scenario.model import Scenario, slug
 from surgelab.yamlfile import DuplicateKeyError, load_yaml
 
 
@@ -226,11 +226,9 @@ def execute(
     from surgelab.runner.compare import CompareRun
     from surgelab.runner.preflight import EXIT_PREFLIGHT, PreflightFailed
 
-    api_key = None
-    if scenario.target.api_key_env:
-        api_key = os.environ.get(scenario.target.api_key_env)
-        if not api_key:
-            console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
+    api_key = api_key_of(scenario.target)
+    if scenario.target.api_key_env and not api_key:
+        console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
     warn_insecure(console, list(scenario.targets or [scenario.target]))
     if run_dir is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -351,6 +349,8 @@ def summarize_command(
         data, info = read_run(run_dir)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise fail(f"{run_dir} is not a run directory: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("name"), str):
+        data["name"] = slug(data["name"])  # a run saved before names had to be slugs ('my test') still summarizes
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": run_dir})
     except ValueError as exc:

@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from surgelab.redact import redact_text
+from surgelab.scenario.base import NO_ECHO
 from surgelab.scenario.model import GuardExceeded, Scenario
 from surgelab.yamlfile import read_yaml
 
@@ -66,7 +67,7 @@ def describe_error(error: Mapping[str, Any]) -> str:
         message = "required field is missing"
     given = error.get("input")
     if (
-        error["type"] not in ("missing", "extra_forbidden")
+        error["type"] not in ("missing", "extra_forbidden", NO_ECHO)
         and isinstance(given, (str, int, float))
         and repr(given) not in message
     ):

@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
-from surgelab.scenario.base import ScenarioModel
+from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.slo import Slo
 
@@ -107,7 +107,7 @@ class HttpTemplate(ScenarioModel):
     method: Literal["GET", "POST", "PUT"] = Field("POST", description="HTTP method.")
     path: str | None = Field(None, description="Path from the target URL's origin (starting with /), or a full URL.")
     body: Any = Field(None, description="JSON body with placeholders; none for GET.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers for this request.")
+    headers: Headers = Field(default_factory=dict, description="Extra headers for this request (one line of ASCII text each).")
 
     @model_validator(mode="after")
     def _complete(self) -> HttpTemplate:

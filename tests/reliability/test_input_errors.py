@@ -1,0 +1,85 @@
+"""Bad input that ``validate`` called ok (issue 29): each case now ends in one line naming the field,
+file and line, exit 2, before anything is sent — from ``validate`` and from ``run`` alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from surgelab.cli import app
+
+HEAD = """\
+name: bad
+target:
+  url: http://127.0.0.1:1/v1
+  model: m
+"""
+TAIL = "load: {rate: 1, duration: 1s}\n"
+RULE = "a header value is one line of ASCII text (percent-encode or base64 anything else)"
+
+# (id, scenario text, the one line expected after "error: " with FILE for the scenario's path)
+CASES = [
+    ("name-is-a-path", HEAD.replace("name: bad", 'name: "../../../../tmp/x"') + TAIL,
+     "FILE:1: name: expected a slug (letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 "
+     "characters): it names the run directory; e.g. 'tmp-x' (got '../../../../tmp/x')"),
+    ("name-has-a-nul", HEAD.replace("name: bad", 'name: "a\\0b"') + TAIL,
+     "FILE:1: name: expected a slug (letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 "
+     "characters): it names the run directory; e.g. 'a-b' (got 'a\\x00b')"),
+    ("header-not-ascii", HEAD + '  headers: {X-Team: "日本"}\n' + TAIL,
+     f"FILE:5: target.headers.X-Team: the value holds U+65E5 at character 1, which is not ASCII: {RULE}"),
+    ("header-crlf", HEAD + '  headers:\n    X-Team: "a\\r\\nX-Evil: 1"\n' + TAIL,
+     f"FILE:6: target.headers.X-Team: the value holds a line break (CR or LF) at character 2: {RULE}"),
+    ("header-name", HEAD + '  headers: {"X Team": a}\n' + TAIL,
+     "FILE:5: target.headers.X Team: the name is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)"),
+    ("http-kind-header", HEAD + TAIL + 'workload:\n  kind: http\n  http:\n    path: /x\n    headers: {X-A: "\\0"}\n',
+     f"FILE:10: workload.http.headers.X-A: the value holds a control character (U+0000) at character 1: {RULE}"),
+]  # fmt: skip
+
+
+def _scenario(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, command, text, expected):
+    monkeypatch.chdir(tmp_path)
+    path = _scenario(tmp_path, text)
+    result = CliRunner().invoke(app, [command, str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == ["error: " + expected.replace("FILE", str(path))]
+    assert not (tmp_path / "runs").exists(), "nothing is written for a scenario that cannot run"
+
+
+def test_a_name_flag_that_is_a_path_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _scenario(tmp_path, HEAD + TAIL)
+    result = CliRunner().invoke(app, ["run", str(path), "--name", "../escape"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0].startswith("error: --name: name: expected a slug")
+    assert not (tmp_path.parent / "escape").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("abc\r\nX-Evil: 1", "holds a line break (CR or LF) at character 4"),
+        ("sk-\u00e9t\u00e9", "holds U+00E9 at character 4, which is not ASCII"),
+    ],
+)
+def test_an_api_key_that_cannot_be_a_header_names_the_variable_not_the_key(tmp_path, monkeypatch, key, why):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BAD_KEY", key)
+    path = _scenario(tmp_path, HEAD + "  api_key_env: BAD_KEY\n" + TAIL)
+    for command in ("validate", "run"):
+        result = CliRunner().invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == [
+            f"error: $BAD_KEY (target.api_key_env): the API key {why}: set the variable to the key alone, one line of ASCII"
+        ]
+        assert "Evil" not in result.output and "t\u00e9" not in result.output
