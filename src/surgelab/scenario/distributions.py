@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from surgelab.files import scenario_path
+from surgelab.tokenizer import MAX_TOKENS
 from surgelab.traces import read_trace_cached
 from surgelab.units import parse_duration
 
@@ -178,7 +179,6 @@ Distribution = Annotated[
 ]
 """Any of the distributions above, or a bare number for a fixed value."""
 
-MAX_TOKENS = 2_000_000  # more than any model's context: a typo (1e8), not a workload
 _NUMBERS = ("value", "min", "max", "mean", "std")
 
 
