@@ -26,11 +26,13 @@ from surgelab.cli.common import (
     client_cert_option,
     client_key_option,
     fail,
+    inputs_or_exit,
     insecure_option,
     load_or_exit,
     proxy_option,
     server_name_option,
     start_dashboard,
+    warn,
     warn_insecure,
 )
 from surgelab.scenario.model import Scenario, slug
@@ -170,6 +172,7 @@ def run(
     if unlimited:
         overrides["guards.unlimited"] = ("--i-know-what-i-am-doing", True)
     scenario = load_or_exit(scenario_file, overrides)
+    inputs_or_exit(scenario, scenario_file, warn)
     observers = []
     if prometheus_port is not None:
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host, prometheus_token_env))
@@ -310,6 +313,7 @@ def _compared(done: Any, console: Console, run_dir: Path) -> int:
 def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> None:
     """Check a scenario file; print every problem with its line number."""
     scenario = load_or_exit(scenario_file, {})
+    inputs_or_exit(scenario, scenario_file, print)
     phases = "; ".join(
         f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
         for p in scenario.phase_list

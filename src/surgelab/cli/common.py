@@ -20,13 +20,19 @@ from surgelab.scenario.target import NamedTarget, Target
 from surgelab.units import parse_duration, parse_ratio
 
 __all__ = [
-    "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "parsed_option",
-    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "api_key_of", "start_dashboard", "announce_end",
+    "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "warn", "parsed_option",
+    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "api_key_of", "inputs_or_exit",
+    "start_dashboard", "announce_end",
     "NETWORK_FLAGS", "ca_cert_option", "client_cert_option", "client_key_option", "server_name_option",
     "insecure_option", "proxy_option", "with_network_flags", "warn_insecure",
 ]  # fmt: skip
 
 EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def warn(line: str) -> None:
+    """A line on stderr as it is (no markup): what a command says before it starts, even with --quiet."""
+    Console(stderr=True).print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -122,6 +128,19 @@ def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Sc
     for target in [scenario.target, *(scenario.targets or [])]:
         api_key_of(target)
     return scenario
+
+
+def inputs_or_exit(scenario: Scenario, source: Path | str | None, say: Callable[[str], None]) -> None:
+    """Read the files the scenario takes rows from before anything is sent: a file that cannot be
+    used is a one-line error naming the field; ``say`` gets a warning per file that skipped rows."""
+    from surgelab.load.inputs import InputError, input_report, skipped_warnings  # reads the files: not for --help
+
+    try:
+        report = input_report(scenario)
+    except InputError as exc:
+        raise fail(f"{source or 'command line'}: {exc}") from None
+    for warning in skipped_warnings(report):
+        say(f"warning: {warning}")
 
 
 def api_key_of(target: Target) -> str | None:

@@ -10,6 +10,7 @@ from surgelab.files import scenario_path
 from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.slo import Slo
+from surgelab.traces import Trace, read_trace_cached
 
 __all__ = [
     "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Kind", "KINDS", "Images", "Audio", "Documents",
@@ -43,6 +44,10 @@ class Dataset(ScenarioModel):
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
         return scenario_path(value, info, "dataset")
+
+    def read(self) -> Trace:
+        """The dataset's rows (cached: the same file is read once per process)."""
+        return read_trace_cached(self.path, self.format, tuple(sorted(self.columns.items())))
 
 
 Kind = Literal["chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http"]
