@@ -83,3 +83,18 @@ def test_an_api_key_that_cannot_be_a_header_names_the_variable_not_the_key(tmp_p
             f"error: $BAD_KEY (target.api_key_env): the API key {why}: set the variable to the key alone, one line of ASCII"
         ]
         assert "Evil" not in result.output and "t\u00e9" not in result.output
+
+
+def test_compare_given_a_sweep_directory_says_what_to_compare(tmp_path):
+    """Seen: ``KeyError: 'schedule_lag_ms'`` (a sweep directory has sweep.json, its runs are its levels)."""
+    sweep = tmp_path / "sweep"
+    for level in ("level-00", "level-01"):
+        (sweep / level).mkdir(parents=True)
+        (sweep / level / "summary.json").write_text("{}")
+    (sweep / "sweep.json").write_text("{}")
+    result = CliRunner().invoke(app, ["compare", str(sweep), str(sweep / "level-00")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"error: {sweep}: a sweep directory, not a run: compare its levels (surgelab compare {sweep / 'level-00'} "
+        f"{sweep / 'level-01'}), or see the sweep with surgelab report {sweep}"
+    ]
