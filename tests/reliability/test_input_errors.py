@@ -98,3 +98,35 @@ def test_compare_given_a_sweep_directory_says_what_to_compare(tmp_path):
         f"error: {sweep}: a sweep directory, not a run: compare its levels (surgelab compare {sweep / 'level-00'} "
         f"{sweep / 'level-01'}), or see the sweep with surgelab report {sweep}"
     ]
+
+
+PHASED = HEAD + """\
+phases:
+  - {name: warm, load: {rate: 1, duration: 2s}}
+  - {name: peak, start: 2s, load: {rate: 4, duration: 2s}}
+"""
+
+
+def test_a_load_flag_on_a_phased_scenario_says_what_to_do_instead(tmp_path):
+    """Seen: ``--duration 10s`` on a phased scenario said "load: give exactly one of rate or concurrency"."""
+    path = _scenario(tmp_path, PHASED)
+    for flags, leaf in ((["--duration", "10s"], "duration"), (["--rate", "5"], "rate"), (["--warmup", "1s"], "warmup")):
+        result = CliRunner().invoke(app, ["run", str(path), *flags])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == [
+            f"error: {flags[0]}: {path} has phases, each with its own load, so there is no load.{leaf} to set: "
+            f"set a phase's with --set phases.N.load.{leaf}=VALUE (N: 0 = warm, 1 = peak)"
+        ]
+
+
+def test_the_way_out_named_works(tmp_path):
+    path = _scenario(tmp_path, PHASED)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert "peak: open loop, steady at 4 req/s for 2s" in result.stdout
+    from surgelab.scenario import load_scenario
+
+    scenario = load_scenario(path, {"phases.1.load.duration": ("--set phases.1.load.duration", "7s")})
+    assert [p.load.planned_duration for p in scenario.phase_list] == [2.0, 7.0]
+    with pytest.raises(Exception) as info:
+        load_scenario(path, {"phases.1.load.duration": ("--set phases.1.load.duration", "-7s")})
+    assert str(info.value).startswith("--set phases.1.load.duration: phases[1].load.duration")
