@@ -100,11 +100,14 @@ def test_compare_given_a_sweep_directory_says_what_to_compare(tmp_path):
     ]
 
 
-PHASED = HEAD + """\
+PHASED = (
+    HEAD
+    + """\
 phases:
   - {name: warm, load: {rate: 1, duration: 2s}}
   - {name: peak, start: 2s, load: {rate: 4, duration: 2s}}
 """
+)
 
 
 def test_a_load_flag_on_a_phased_scenario_says_what_to_do_instead(tmp_path):
@@ -130,3 +133,7 @@ def test_the_way_out_named_works(tmp_path):
     with pytest.raises(Exception) as info:
         load_scenario(path, {"phases.1.load.duration": ("--set phases.1.load.duration", "-7s")})
     assert str(info.value).startswith("--set phases.1.load.duration: phases[1].load.duration")
+    with pytest.raises(
+        Exception, match=r"^--set phases\.5\.load\.duration: phases is a list of 2: give an index from 0 to 1"
+    ):
+        load_scenario(path, {"phases.5.load.duration": ("--set phases.5.load.duration", "7s")})

@@ -54,7 +54,10 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 def _index(items: list[Any], key: str, path: list[str]) -> int:
     if key.isdigit() and int(key) < len(items):
         return int(key)
-    raise ValueError(f"{'.'.join(path)} is a list of {len(items)}: give an index from 0 to {len(items) - 1} after it")
+    where = ".".join(path)
+    if not items:
+        raise ValueError(f"{where} is an empty list: nothing to set in it")
+    raise ValueError(f"{where} is a list of {len(items)}: give an index from 0 to {len(items) - 1} after it")
 
 
 def _phased_load_flags(data: dict[str, Any], source: str, overrides: Mapping[str, tuple[str, Any]]) -> list[str]:
