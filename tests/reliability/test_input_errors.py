@@ -76,8 +76,9 @@ def test_an_api_key_that_cannot_be_a_header_names_the_variable_not_the_key(tmp_p
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BAD_KEY", key)
     path = _scenario(tmp_path, HEAD + "  api_key_env: BAD_KEY\n" + TAIL)
-    for command in ("validate", "run"):
-        result = CliRunner().invoke(app, [command, str(path)])
+    probe = ["--url", "http://127.0.0.1:1/v1", "--model", "m", "--api-key-env", "BAD_KEY"]
+    for command, args in (("validate", [str(path)]), ("run", [str(path)]), ("probe", probe)):
+        result = CliRunner().invoke(app, [command, *args])
         assert result.exit_code == 2, result.output
         assert result.stderr.splitlines() == [
             f"error: $BAD_KEY (target.api_key_env): the API key {why}: set the variable to the key alone, one line of ASCII"
