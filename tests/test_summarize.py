@@ -67,3 +67,20 @@ def test_the_summary_is_the_same_whatever_calibration_the_machine_has(zero_serve
         summaries.append(json.loads((out / "summary.json").read_text()))
     assert summaries[0] == summaries[1] == json.loads(json.dumps(result.summary))
     assert summaries[0]["client"] == recorded
+
+
+def test_a_run_named_before_names_were_slugs_still_summarizes(zero_server, scenario_for, run, tmp_path) -> None:
+    """Names are slugs now (issue 29); a run directory saved with a name like 'my test' keeps its summary."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from surgelab.cli import app
+
+    out = tmp_path / "run"
+    measured = run(scenario_for(zero_server.url, load={"rate": 5, "duration": "1s"}), out).summary["requests"]
+    saved = yaml.safe_load((out / "scenario.yaml").read_text())
+    (out / "scenario.yaml").write_text(yaml.safe_dump({**saved, "name": "my test"}, sort_keys=False))
+    (out / "summary.json").unlink()
+    result = CliRunner().invoke(app, ["summarize", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["requests"] == measured

@@ -18,7 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer"]
+__all__ = ["BuiltinTokenizer", "VOCABULARY", "Tokenizer", "MAX_TOKENS"]
+
+MAX_TOKENS = 2_000_000
+"""More than any model's context: a longer prompt or output (a scenario's, a flag's, a trace row's) is a typo (1e8)."""
 
 _PIECES = re.compile(
     r" ?[^\W\d_]{1,6}"  # words, at most six letters a piece

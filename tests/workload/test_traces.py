@@ -165,7 +165,8 @@ MOONCAKE = "\n".join(
         '{"timestamp": 400, "input_length": 10, "output_length": 7, "hash_ids": ["a"]}',  # 7
         '{"timestamp": 500, "input_length": 10, "hash_ids": [9]}',  # 8: no output_length
         "",
-        '{"timestamp": 600.5, "input_length": 0, "output_length": 1, "hash_ids": []}',  # 10
+        '{"timestamp": 600.5, "input_length": 1, "output_length": 1, "hash_ids": [4]}',  # 10
+        '{"timestamp": 700, "input_length": 0, "output_length": 1, "hash_ids": []}',  # 11: no prompt to send
     ]
 )
 
@@ -174,11 +175,12 @@ def test_mooncake_fixture(tmp_path):
     trace = read_trace(write(tmp_path, "mc.jsonl", MOONCAKE))
     assert trace.format == "mooncake"
     assert trace.offsets_s.tolist() == pytest.approx([0.0, 0.1, 0.25, 0.6005])
-    assert trace.prefix_blocks == [(0, 1), (0,), (0, 1, 2), ()]
-    assert trace.prompt_tokens.tolist() == [1000, 512, 1100, 0]
-    assert [p.line for p in trace.skipped] == [4, 5, 6, 7, 8]
+    assert trace.prefix_blocks == [(0, 1), (0,), (0, 1, 2), (4,)]
+    assert trace.prompt_tokens.tolist() == [1000, 512, 1100, 1]
+    assert [p.line for p in trace.skipped] == [4, 5, 6, 7, 8, 11]
     assert "expected 2 hash_ids" in trace.skipped[0].message
     assert "missing field 'output_length'" in trace.skipped[4].message
+    assert trace.skipped[5].message == "expected at least 1 prompt token for 'input_length', got 0"
     assert trace.block_size == 512
     # A different block size changes what counts as consistent.
     small = read_trace(
@@ -442,3 +444,28 @@ def test_generic_csv_with_hash_ids_and_prompt_text(tmp_path):
     assert trace.prefix_blocks == [(3, 4), (3,)] and trace.texts == ["hello world", "again"]
     assert trace.prompt_tokens.tolist() == [600, 10]  # a prompt_tokens column wins over counting the text
     assert [p.line for p in trace.skipped] == [4] and "block ids" in trace.skipped[0].message
+
+
+def test_rows_past_the_token_cap_are_bad_rows_like_the_flags(tmp_path):
+    """Seen (issue 29): a 99,999,999-token row was built and sent, past the cap --prompt-tokens enforces."""
+    path = write(tmp_path, "lengths.csv", "num_prefill_tokens,num_decode_tokens\n10,5\n99999999,5\n10,3000000\n2000000,2000000\n")
+    trace = read_trace(path)
+    assert trace.prompt_tokens.tolist() == [10, 2_000_000] and trace.lines.tolist() == [2, 5]
+    assert trace.skipped == [
+        RowProblem(3, "99,999,999 tokens for 'num_prefill_tokens' is more than any model takes (at most 2,000,000)"),
+        RowProblem(4, "3,000,000 tokens for 'num_decode_tokens' is more than any model takes (at most 2,000,000)"),
+    ]
+    with pytest.raises(TraceError, match=r"lengths\.csv:3: 99,999,999 tokens for 'num_prefill_tokens' is more than"):
+        read_trace(path, on_bad_row="fail")
+
+
+def test_empty_prompts_are_bad_rows_not_requests(tmp_path):
+    """Seen (issue 29): an empty prompt was sent as a request."""
+    rows = [{"prompt": "hello there"}, {"prompt": ""}, {"prompt": " \n "},
+            {"messages": [{"role": "user", "content": ""}]}, {"prompt": "fine", "output_tokens": 4}]  # fmt: skip
+    trace = read_trace(write(tmp_path, "p.jsonl", "\n".join(json.dumps(r) for r in rows)))
+    assert trace.texts == ["hello there", "fine"]
+    assert [(p.line, p.message) for p in trace.skipped] == [(2, "empty prompt"), (3, "empty prompt"), (4, "empty prompt")]
+    lengths = read_trace(write(tmp_path, "l.csv", "num_prefill_tokens,num_decode_tokens\n0,5\n7,5\n"))
+    assert lengths.prompt_tokens.tolist() == [7]
+    assert lengths.skipped == [RowProblem(2, "expected at least 1 prompt token for 'num_prefill_tokens', got 0")]

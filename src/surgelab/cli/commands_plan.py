@@ -8,7 +8,15 @@ import typer
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.common import fail, load_or_exit, ratio_option, seconds_option, threshold_options
+from surgelab.cli.common import (
+    fail,
+    inputs_or_exit,
+    load_or_exit,
+    ratio_option,
+    seconds_option,
+    threshold_options,
+    warn,
+)
 
 
 @app.command("little")
@@ -56,6 +64,7 @@ def preview(
     from surgelab.report.preview import compute_preview, render_html, render_terminal
 
     scenario = load_or_exit(scenario_file, {})
+    inputs_or_exit(scenario, scenario_file, warn)
     data = compute_preview(scenario, seconds_option(latency, "--latency") or 0.0)
     render_terminal(data, Console())
     from surgelab.load.ramp_check import ramp_warnings

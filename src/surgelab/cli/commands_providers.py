@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import ssl
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from rich.console import Console
 
 from surgelab.cli import app
 from surgelab.cli.common import (
+    api_key_of,
     ca_cert_option,
     client_cert_option,
     client_key_option,
@@ -160,7 +160,7 @@ def probe(
     for _, found in endpoints:
         variable = found.api_key_env
         if variable:
-            keys[variable] = os.environ.get(variable)
+            keys[variable] = api_key_of(found)
             if keys[variable] is None:
                 raise fail(f"api key: the variable {variable} is not set")
     checkpoints = tuple(sorted({c for c in (2, 5, 10, 15, 20, turns) if c <= turns}))

@@ -17,6 +17,15 @@ def _run_dir(path: Path) -> Path:
     return path
 
 
+def _one_run(path: Path) -> Path:
+    """A run directory to compare; a sweep directory is named as one, with its levels (the runs it holds)."""
+    if (path / "sweep.json").exists() and not (path / "summary.json").exists():
+        levels = " ".join(str(p) for p in sorted(path.glob("level-*")) if (p / "summary.json").exists())
+        raise fail(f"{path}: a sweep directory, not a run: compare its levels (surgelab compare {levels}), "
+                   f"or see the sweep with surgelab report {path}")  # fmt: skip
+    return _run_dir(path)
+
+
 @app.command("report")
 def report(
     run_dir: Path = typer.Argument(..., metavar="RUN", help="Run directory."),
@@ -72,7 +81,7 @@ def compare(
         html = out
     elif out is not None:
         html, json_path = out / "compare.html", json_out or out / "compare.json"
-    data = compare_runs([_run_dir(r) for r in runs], seed=seed, resamples=resamples, min_effect=min_effect)
+    data = compare_runs([_one_run(r) for r in runs], seed=seed, resamples=resamples, min_effect=min_effect)
     TerminalOutput(Console()).finalize(data)
     try:
         path = HtmlOutput(html).finalize(data)

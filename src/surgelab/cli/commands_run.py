@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -22,18 +21,22 @@ from surgelab.cli.common import (
     EXIT_THRESHOLDS,
     NETWORK_FLAGS,
     announce_end,
+    api_key_of,
     ca_cert_option,
     client_cert_option,
     client_key_option,
     fail,
+    inputs_or_exit,
     insecure_option,
     load_or_exit,
     proxy_option,
     server_name_option,
     start_dashboard,
+    warn,
     warn_insecure,
 )
-from surgelab.scenario.model import Scenario
+from surgelab.scenario.model import Scenario, slug
+from surgelab.yamlfile import DuplicateKeyError, load_yaml
 
 
 def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
@@ -68,7 +71,9 @@ def _set_overrides(items: list[str]) -> dict[str, tuple[str, Any]]:
         if not sep or not path.strip():
             raise fail(f"--set {item!r}: expected path=value, e.g. --set load.warmup=10s")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml(raw) if raw.strip() else ""
+        except DuplicateKeyError as exc:
+            raise fail(f"--set {path.strip()}: {exc.key} is given twice; keep one") from None
         except yaml.YAMLError:
             value = raw
         result[path.strip()] = (f"--set {path.strip()}", value)
@@ -167,6 +172,7 @@ def run(
     if unlimited:
         overrides["guards.unlimited"] = ("--i-know-what-i-am-doing", True)
     scenario = load_or_exit(scenario_file, overrides)
+    inputs_or_exit(scenario, scenario_file, warn)
     observers = []
     if prometheus_port is not None:
         observers.append(_exporter(scenario.name, prometheus_port, prometheus_host, prometheus_token_env))
@@ -223,11 +229,9 @@ def execute(
     from surgelab.runner.compare import CompareRun
     from surgelab.runner.preflight import EXIT_PREFLIGHT, PreflightFailed
 
-    api_key = None
-    if scenario.target.api_key_env:
-        api_key = os.environ.get(scenario.target.api_key_env)
-        if not api_key:
-            console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
+    api_key = api_key_of(scenario.target)
+    if scenario.target.api_key_env and not api_key:
+        console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
     warn_insecure(console, list(scenario.targets or [scenario.target]))
     if run_dir is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -309,6 +313,7 @@ def _compared(done: Any, console: Console, run_dir: Path) -> int:
 def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> None:
     """Check a scenario file; print every problem with its line number."""
     scenario = load_or_exit(scenario_file, {})
+    inputs_or_exit(scenario, scenario_file, print)
     phases = "; ".join(
         f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
         for p in scenario.phase_list
@@ -348,6 +353,8 @@ def summarize_command(
         data, info = read_run(run_dir)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise fail(f"{run_dir} is not a run directory: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("name"), str):
+        data["name"] = slug(data["name"])  # a run saved before names had to be slugs ('my test') still summarizes
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": run_dir})
     except ValueError as exc:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from surgelab.cli import app
-from surgelab.cli.common import fail, load_or_exit
+from surgelab.cli.common import fail, inputs_or_exit, load_or_exit, warn
 
 
 @app.command("simulate")
@@ -28,6 +28,7 @@ def simulate_command(
     from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
 
     scenario = load_or_exit(scenario_file, {})
+    inputs_or_exit(scenario, scenario_file, warn)
     fleets = []
     for path in fleet_files:
         try:

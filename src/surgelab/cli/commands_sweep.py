@@ -16,10 +16,12 @@ from surgelab.cli import app
 from surgelab.cli.common import (
     announce_end,
     fail,
+    inputs_or_exit,
     load_or_exit,
     ratio_option,
     seconds_option,
     start_dashboard,
+    warn,
 )
 
 
@@ -126,6 +128,7 @@ def sweep(
     if preflight is not None:
         overrides["preflight"] = ("--preflight" if preflight else "--no-preflight", preflight)
     base = load_or_exit(scenario_file, overrides)
+    inputs_or_exit(base, scenario_file, warn)
     if base.load is None:
         raise fail(f"{scenario_file}: a sweep needs a scenario with a single load (not phases)")
     simulated = None

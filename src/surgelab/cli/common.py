@@ -3,6 +3,7 @@ loading, the target's TLS and proxy flags (``run`` and ``probe``), the live dash
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,19 +13,26 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from surgelab.conditions import Threshold
+from surgelab.httpfields import header_value_problem
 from surgelab.scenario import ScenarioError, load_scenario
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.target import Target
+from surgelab.scenario.target import NamedTarget, Target
 from surgelab.units import parse_duration, parse_ratio
 
 __all__ = [
-    "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "parsed_option",
-    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "start_dashboard", "announce_end",
+    "EXIT_OK", "EXIT_THRESHOLDS", "EXIT_USAGE", "EXIT_INVALID", "EXIT_INTERRUPTED", "fail", "warn", "parsed_option",
+    "seconds_option", "ratio_option", "threshold_options", "load_or_exit", "api_key_of", "inputs_or_exit",
+    "start_dashboard", "announce_end",
     "NETWORK_FLAGS", "ca_cert_option", "client_cert_option", "client_key_option", "server_name_option",
     "insecure_option", "proxy_option", "with_network_flags", "warn_insecure",
 ]  # fmt: skip
 
 EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def warn(line: str) -> None:
+    """A line on stderr as it is (no markup): what a command says before it starts, even with --quiet."""
+    Console(stderr=True).print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -112,10 +120,39 @@ def warn_insecure(console: Console, targets: list[Target]) -> None:
 
 
 def load_or_exit(path: Path | None, overrides: dict[str, tuple[str, Any]]) -> Scenario:
+    """The scenario, or a one-line error per problem (its API keys' variables checked too)."""
     try:
-        return load_scenario(path, overrides)
+        scenario = load_scenario(path, overrides)
     except ScenarioError as exc:
         raise fail(str(exc)) from None
+    for target in [scenario.target, *(scenario.targets or [])]:
+        api_key_of(target)
+    return scenario
+
+
+def inputs_or_exit(scenario: Scenario, source: Path | str | None, say: Callable[[str], None]) -> None:
+    """Read the files the scenario takes rows from before anything is sent: a file that cannot be
+    used is a one-line error naming the field; ``say`` gets a warning per file that skipped rows."""
+    from surgelab.load.inputs import InputError, input_report, skipped_warnings  # reads the files: not for --help
+
+    try:
+        report = input_report(scenario)
+    except InputError as exc:
+        raise fail(f"{source or 'command line'}: {exc}") from None
+    for warning in skipped_warnings(report):
+        say(f"warning: {warning}")
+
+
+def api_key_of(target: Target) -> str | None:
+    """The target's API key, from the variable ``target.api_key_env`` names (None when unset); a
+    one-line error naming the variable, never the key, when the key cannot go in a header."""
+    name = target.api_key_env
+    key = os.environ.get(name) if name else None
+    problem = header_value_problem(key) if key else None
+    if problem:
+        field = f"targets[{target.name}].api_key_env" if isinstance(target, NamedTarget) else "target.api_key_env"
+        raise fail(f"${name} ({field}): the API key {problem}: set the variable to the key alone, one line of ASCII")
+    return key
 
 
 def ratio_option(value: str | None, flag: str) -> float | None:

@@ -39,6 +39,7 @@ from multidict import CIMultiDict
 
 from surgelab import __version__
 from surgelab.client.network import TLS_CLOSED, Proxy, dial, proxy_for
+from surgelab.httpfields import header_name_problem, header_value_problem
 
 __all__ = ["ConnectTimeout", "HttpPool", "InvalidResponse", "Response", "ServerDisconnected"]
 
@@ -506,7 +507,9 @@ class HttpPool:
 
 
 def _header_bytes(headers: Mapping[str, str]) -> bytes:
+    """The header lines; ValueError for one that cannot be sent (the scenario's checks name it first)."""
     for name, value in headers.items():
-        if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
-            raise ValueError(f"header {name!r} contains a line break")
+        problem = header_name_problem(name) or header_value_problem(value)
+        if problem:
+            raise ValueError(f"header {name!r} cannot be sent: {problem}")
     return "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode("latin-1")

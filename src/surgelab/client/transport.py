@@ -24,12 +24,13 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from surgelab._compat import timeout_at
+from surgelab.client.hints import base_hint, url_fix
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, Response
 from surgelab.client.network import target_ssl, tls_failure
 from surgelab.client.ratelimit import duration_seconds, read_limits
 from surgelab.client.timer import SendTimer
 from surgelab.metrics.record import Outcome, State
-from surgelab.redact import redact_text, url_credentials
+from surgelab.redact import redact_text, redact_url, url_credentials
 from surgelab.scenario.model import Target
 
 __all__ = [
@@ -137,12 +138,7 @@ class Transport:
                             continue
                         if resp.status >= 400:
                             text = self.scrub((await resp.content.read(2048)).decode("utf-8", "replace")).strip()
-                            hint = tls_failure(Exception(text)) if resp.status in (400, 495, 496) else None
-                            out.fail(
-                                State.HTTP_ERROR,
-                                f"HTTP {resp.status}: {text}" + (f" — {hint}" if hint else ""),
-                                clock(),
-                            )
+                            out.fail(State.HTTP_ERROR, self._failed(resp.status, url, text), clock())
                             return
                         await read(resp, out, lambda: deadline.reschedule(started + timeouts.total))
                         stage = "total"
@@ -163,6 +159,15 @@ class Transport:
         finally:
             if out.error:
                 out.error = self.scrub(out.error)
+
+    def _failed(self, status: int, url: str, text: str) -> str:
+        """An HTTP error as recorded: the server's words, and the fix when they point at a known mistake."""
+        if status in (404, 405):
+            fix = url_fix(self.target.base_url, url)
+            if fix is not None:
+                return f"HTTP {status} at {redact_url(url)}: {text} — {base_hint(redact_url(fix))}"
+        hint = tls_failure(Exception(text)) if status in (400, 495, 496) else None
+        return f"HTTP {status}: {text}" + (f" — {hint}" if hint else "")
 
     @staticmethod
     def _note(resp: Response, out: Outcome) -> None:

@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from surgelab.yamlfile import load_yaml
+
 __all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_profile_file"]
 
 COEFFICIENTS = (
@@ -279,7 +281,7 @@ def read_profile_file(path: Path) -> EngineProfile:
     except OSError as exc:
         raise ProfileError(f"cannot read profile file {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
     except (ValueError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ProfileError(f"profile file {path} is not valid {path.suffix[1:] or 'YAML'}: {first}") from None

@@ -40,7 +40,7 @@ __all__ = [
 RUN_FILE = "run.json"
 SCENARIO_FILE = "scenario.yaml"
 SUMMARY_FILE = "summary.json"
-CONTEXT = ("host_cpu", "client", "routing")  # what the summary reports from run.json, in this order
+CONTEXT = ("host_cpu", "client", "routing", "inputs")  # what the summary reports from run.json, in this order
 
 _SECRET_NAME = re.compile(r"auth|api[-_]?key|token(?!i[sz]e)|secret|password|passwd|cookie|credential|signature", re.I)
 REDACTED = "<redacted>"
@@ -132,9 +132,10 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def add_run_context(summary: dict[str, Any], info: dict[str, Any]) -> None:
     """Put what run.json recorded during the run beside the summary's figures: the CPU use
-    (``host_cpu``), the client's calibrated headroom (``client``) and the routing report."""
+    (``host_cpu``), the client's calibrated headroom (``client``), the routing report and the
+    files rows were read from (``inputs``, with the rows each skipped)."""
     cpu = {k: v for k, v in info["cpu"].items() if k != "rss_mb"} if info.get("cpu") else None  # the samples stay in run.json
-    context = {"host_cpu": cpu, "client": info.get("client"), "routing": info.get("routing")}
+    context = {"host_cpu": cpu, "client": info.get("client"), "routing": info.get("routing"), "inputs": info.get("inputs")}
     summary.update({key: context[key] for key in CONTEXT if context[key]})
 
 

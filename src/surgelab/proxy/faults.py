@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from surgelab.units import parse_duration, parse_ratio
+from surgelab.yamlfile import load_yaml
 
 __all__ = ["Faults", "Window", "Schedule", "ProxyConfigError", "parse_latency", "parse_bandwidth", "read_schedule"]
 
@@ -201,12 +202,13 @@ class Schedule:
 def read_schedule(path: Path, base: Faults = Faults()) -> Schedule:
     """A schedule from YAML: a list of windows, or ``{windows: [...]}``."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = load_yaml(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProxyConfigError(f"{path}: cannot read schedule: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ProxyConfigError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML") from None
+        problem = getattr(exc, "problem", None)
+        raise ProxyConfigError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML" + (f": {problem}" if problem else "")) from None
     if isinstance(raw, Mapping) and "windows" in raw:
         raw = raw["windows"]
     return Schedule.from_list(raw, base, str(path))

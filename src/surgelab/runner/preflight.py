@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from surgelab.client.hints import url_fix
 from surgelab.client.http1 import Response
 from surgelab.client.openai import OpenAIClient
 from surgelab.client.transport import HttpCall, Transport, read_body
@@ -137,6 +138,10 @@ async def _check(target: Target, api_key: str | None, spec: RequestSpec, say: Ca
     if not model:
         if not models:
             why = "the server lists no models" if models is not None else f"{base}/models lists none"
+            fix = url_fix(target.base_url, f"{target.base_url}/models") if models is None else None
+            if fix is not None:  # no listing under a bare URL: the base is more likely wrong than the model missing
+                raise PreflightFailed(f"no model given and {why} — did you mean URL {redact_url(fix)}? give the API's "
+                                      "base URL, or --model NAME")  # fmt: skip
             raise PreflightFailed(f"no model given and {why}: give --model NAME")
         if len(models) > 1:
             raise PreflightFailed(

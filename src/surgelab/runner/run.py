@@ -18,6 +18,7 @@ from typing import Any
 
 from surgelab.analysis.summary import RunInfo, leak_warnings, summarize
 from surgelab.analysis.trend import memory_trends
+from surgelab.load.inputs import input_report, skipped_warnings
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.live import LiveSnapshot, LiveStats
@@ -150,10 +151,12 @@ def prepare(scenario: Scenario, run_dir: Path, workers: int = 1) -> tuple[Path, 
     context the summary reports: this machine's calibrated client headroom for ``workers``
     processes (and, from ``finish``, the run's CPU use).
     """
+    inputs = input_report(scenario)  # the files' skipped rows, reported with the summary
     run_dir = prepare_run_dir(run_dir, scenario)
     plans = plan_phases(scenario)
     info = run_info(plans)
     info["client"] = client_headroom(scenario, workers)
+    info["inputs"] = inputs
     write_run_info(run_dir, info)
     return run_dir, plans, info
 
@@ -205,7 +208,7 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
         servers = memory_series(table)
     memory = memory_trends(info.get("cpu"), servers)
     summary["trends"].update(memory)
-    summary["warnings"] += leak_warnings(memory)
+    summary["warnings"] += leak_warnings(memory) + skipped_warnings(info.get("inputs"))
     attach_telemetry(summary, telemetry)
     write_summary_file(run_dir, summary)
     return summary

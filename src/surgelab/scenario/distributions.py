@@ -22,7 +22,8 @@ from pydantic import (
 )
 
 from surgelab.files import scenario_path
-from surgelab.traces import read_trace_cached
+from surgelab.tokenizer import MAX_TOKENS
+from surgelab.traces import Trace, read_trace_cached
 from surgelab.units import parse_duration
 
 __all__ = [
@@ -150,10 +151,15 @@ class Empirical(_Dist):
             raise ValueError("give exactly one of values or file")
         return self
 
+    def read(self) -> Trace:
+        """The file's rows (cached: the same file is read once per process)."""
+        assert self.file is not None, "an empirical distribution of values reads no file"
+        return read_trace_cached(self.file, self.format)
+
     def _data(self) -> np.ndarray:
         if self.values is not None:
             return np.asarray(self.values, dtype=float)
-        data = np.asarray(getattr(read_trace_cached(self.file, self.format), self.column), dtype=float)
+        data = np.asarray(getattr(self.read(), self.column), dtype=float)
         return data[data >= 1]  # -1 marks rows without that length
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -178,7 +184,6 @@ Distribution = Annotated[
 ]
 """Any of the distributions above, or a bare number for a fixed value."""
 
-MAX_TOKENS = 2_000_000  # more than any model's context: a typo (1e8), not a workload
 _NUMBERS = ("value", "min", "max", "mean", "std")
 
 

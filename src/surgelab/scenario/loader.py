@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from surgelab.redact import redact_text
+from surgelab.scenario.base import NO_ECHO
 from surgelab.scenario.model import GuardExceeded, Scenario
 from surgelab.yamlfile import read_yaml
 
@@ -29,15 +30,49 @@ class ScenarioError(Exception):
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data['a']['b'] = value`` for ``'a.b'``, creating mappings on the way."""
+    """Set ``data['a']['b'] = value`` for ``'a.b'``, creating mappings on the way; a number picks an
+    entry of a list (``phases.1.load.duration``). ValueError for an index the list does not have."""
     *parents, leaf = dotted.split(".")
-    node = data
-    for key in parents:
+    node: Any = data
+    for depth, key in enumerate(parents):
+        if isinstance(node, list):
+            index = _index(node, key, parents[:depth])
+            if not isinstance(node[index], (dict, list)):
+                node[index] = {}
+            node = node[index]
+            continue
         child = node.get(key)
-        if not isinstance(child, dict):
+        if not isinstance(child, (dict, list)):
             child = node[key] = {}
         node = child
-    node[leaf] = value
+    if isinstance(node, list):
+        node[_index(node, leaf, parents)] = value
+    else:
+        node[leaf] = value
+
+
+def _index(items: list[Any], key: str, path: list[str]) -> int:
+    if key.isdigit() and int(key) < len(items):
+        return int(key)
+    where = ".".join(path)
+    if not items:
+        raise ValueError(f"{where} is an empty list: nothing to set in it")
+    raise ValueError(f"{where} is a list of {len(items)}: give an index from 0 to {len(items) - 1} after it")
+
+
+def _phased_load_flags(data: dict[str, Any], source: str, overrides: Mapping[str, tuple[str, Any]]) -> list[str]:
+    """Flags that set the top-level ``load`` of a scenario that has phases instead (``--duration``, ``--rate``)."""
+    if data.get("load") is not None or not isinstance(data.get("phases"), list):
+        return []
+    names = ", ".join(f"{k} = {p.get('name')}" for k, p in enumerate(data["phases"][:6]) if isinstance(p, dict))
+    names += ", …" if len(data["phases"]) > 6 else ""
+    found = {}
+    for dotted, (flag, value) in overrides.items():
+        if dotted.startswith("load.") and value is not None:
+            leaf = dotted.removeprefix("load.")
+            found.setdefault(flag, f"{flag}: {source} has phases, each with its own load, so there is no load.{leaf} "
+                                   f"to set: set a phase's with --set phases.N.load.{leaf}=VALUE (N: {names})")  # fmt: skip
+    return list(found.values())
 
 
 def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -66,7 +101,7 @@ def describe_error(error: Mapping[str, Any]) -> str:
         message = "required field is missing"
     given = error.get("input")
     if (
-        error["type"] not in ("missing", "extra_forbidden")
+        error["type"] not in ("missing", "extra_forbidden", NO_ECHO)
         and isinstance(given, (str, int, float))
         and repr(given) not in message
     ):
@@ -113,10 +148,16 @@ def build_scenario(
         data = {}
     if not isinstance(data, dict):
         raise ScenarioError([f"{source}:1: expected a mapping of scenario fields at the top level"])
-    flags: dict[tuple[str, ...], str] = {}
+    problems = _phased_load_flags(data, source, overrides or {})
+    if problems:
+        raise ScenarioError(problems)
+    flags: dict[tuple[str | int, ...], str] = {}
     for dotted, (flag, value) in (overrides or {}).items():
-        set_dotted(data, dotted, value)
-        flags[tuple(dotted.split("."))] = flag
+        try:
+            set_dotted(data, dotted, value)
+        except ValueError as exc:
+            raise ScenarioError([f"{flag}: {exc}"]) from None
+        flags[tuple(int(p) if p.isdigit() else p for p in dotted.split("."))] = flag
     try:
         return Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:

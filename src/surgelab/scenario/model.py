@@ -8,6 +8,7 @@ one holds the whole scenario and its phases, and names every section's models.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -40,8 +41,16 @@ __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
     "Retry", "Backoff", "Guards", "Abort", "Arrival", "Kind", "KINDS", "KindSettings", "Images", "Audio", "Documents",
-    "HttpTemplate", "GuardExceeded",
+    "HttpTemplate", "GuardExceeded", "slug",
 ]  # fmt: skip
+
+
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def slug(text: str) -> str:
+    """``text`` made a scenario name: every run of other characters one '-', trimmed ('../x y' → 'x-y')."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).lstrip("._-")[:128].rstrip("._-") or "run"
 
 
 class GuardExceeded(ValueError):
@@ -66,7 +75,10 @@ class Phase(ScenarioModel):
 class Scenario(ScenarioModel):
     """A complete, reproducible test: the resolved form is saved in every run directory."""
 
-    name: str = Field("run", description="Names the run (and its default directory).")
+    name: str = Field(
+        "run", description="Names the run and its default directory, so a slug: letters, digits, '.', '_' and '-', "
+        "starting with a letter or digit, at most 128 characters.",
+    )  # fmt: skip
     description: str = Field("", description="Free text for people reading the scenario.")
     seed: int = Field(0, ge=0, description="Fixes the arrival schedule and the workload: same seed, same requests.")
     prompt_salt: int | None = Field(
@@ -118,6 +130,16 @@ class Scenario(ScenarioModel):
         done = self.model_copy()
         done._preflight_done = True
         return done
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not _SLUG.fullmatch(value):
+            raise ValueError(
+                "expected a slug (letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 "
+                f"characters): it names the run directory; e.g. {slug(value)!r}"
+            )
+        return value
 
     @field_validator("tokenizer")
     @classmethod

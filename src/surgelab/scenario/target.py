@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
-from surgelab.scenario.base import PositiveSeconds, ScenarioModel, Seconds
+from surgelab.scenario.base import Headers, PositiveSeconds, ScenarioModel, Seconds
 from surgelab.units import parse_ratio
 
 __all__ = ["Timeouts", "Backoff", "Retry", "RetryOn", "Tls", "Target", "Price", "NamedTarget", "Health", "Routing"]
@@ -103,7 +103,7 @@ class Target(ScenarioModel):
     )
     stream: bool = Field(True, description="Stream with SSE (needed for TTFT and ITL).")
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    headers: Headers = Field(default_factory=dict, description="Extra HTTP headers (one line of ASCII text each).")
     force_output_tokens: bool = Field(
         True,
         description="Send ignore_eos and min_tokens so outputs have exactly the requested length (vLLM, SGLang, llama.cpp, surgelab serve). Turn off for APIs that reject unknown fields.",

@@ -7,9 +7,10 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
-from surgelab.scenario.base import ScenarioModel
+from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.slo import Slo
+from surgelab.traces import Trace, read_trace_cached
 
 __all__ = [
     "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Kind", "KINDS", "Images", "Audio", "Documents",
@@ -43,6 +44,10 @@ class Dataset(ScenarioModel):
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
         return scenario_path(value, info, "dataset")
+
+    def read(self) -> Trace:
+        """The dataset's rows (cached: the same file is read once per process)."""
+        return read_trace_cached(self.path, self.format, tuple(sorted(self.columns.items())))
 
 
 Kind = Literal["chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http"]
@@ -107,7 +112,7 @@ class HttpTemplate(ScenarioModel):
     method: Literal["GET", "POST", "PUT"] = Field("POST", description="HTTP method.")
     path: str | None = Field(None, description="Path from the target URL's origin (starting with /), or a full URL.")
     body: Any = Field(None, description="JSON body with placeholders; none for GET.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers for this request.")
+    headers: Headers = Field(default_factory=dict, description="Extra headers for this request (one line of ASCII text each).")
 
     @model_validator(mode="after")
     def _complete(self) -> HttpTemplate:

@@ -15,6 +15,7 @@ import yaml
 
 from surgelab.engine import EngineProfile
 from surgelab.units import parse_duration, parse_ratio
+from surgelab.yamlfile import load_yaml
 
 __all__ = ["ConfigError", "FaultConfig", "ServerConfig", "read_fault_file"]
 
@@ -97,7 +98,7 @@ def _parse(key: str, raw: Any) -> float | int:
 def read_fault_file(path: Path) -> dict[str, Any]:
     """The raw mapping in a YAML fault file (merged with flags before parsing)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read fault file {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

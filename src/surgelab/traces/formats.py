@@ -93,7 +93,7 @@ def detect_format(data: bytes, path: Path, has_columns: bool) -> str:
                 return "jsonl"
             keys = ", ".join(repr(k) for k in list(record)[:8])
             raise TraceError(
-                f"cannot tell the JSONL format from the fields {keys}; pass format= or columns=", path, number
+                f"cannot tell the JSONL format from the fields {keys}; give format or columns", path, number
             )
         raise TraceError("expected JSON objects, one a line, to tell the format", path)
     first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
@@ -110,8 +110,8 @@ def detect_format(data: bytes, path: Path, has_columns: bool) -> str:
     if has_columns:
         return "csv"
     raise TraceError(
-        f"cannot tell the format from the first line {show_value(first)}; pass format= (one of "
-        f"{', '.join(FORMATS[1:])}) or columns=",
+        f"cannot tell the format from the first line {show_value(first)}; give format (one of "
+        f"{', '.join(FORMATS[1:])}) or columns",
         path,
         1,
     )

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from surgelab.tokenizer import BuiltinTokenizer
+from surgelab.tokenizer import MAX_TOKENS, BuiltinTokenizer
 from surgelab.traces.formats import FORMATS, PRESETS, UNITS, Spec, detect_format, show_value, with_columns
 from surgelab.traces.trace import RowProblem, Trace, TraceError
 
@@ -73,6 +73,13 @@ def _count(value: Any, name: str) -> int:
             n = int(number) if number.is_integer() else None
     if n is None or n < 0 or n >= _MAX_COUNT:
         raise _Bad(f"expected a non-negative integer for {name!r}, got {show_value(value)}")
+    return n
+
+
+def _tokens(n: int, name: str) -> int:
+    """A prompt or output length within the cap every length obeys (``--prompt-tokens`` too)."""
+    if n > MAX_TOKENS:
+        raise _Bad(f"{n:,} tokens for {name!r} is more than any model takes (at most {MAX_TOKENS:,})")
     return n
 
 
@@ -173,19 +180,23 @@ class _Rows:
                     text = get(spec.prompt)
                     if not isinstance(text, str):
                         raise _Bad(f"expected text for {spec.prompt!r}, got {show_value(text)}")
+            if text is not None and not text.strip():
+                raise _Bad("empty prompt")
             if spec.prompt_tokens is not None:
-                prompt = _count(get(spec.prompt_tokens), spec.prompt_tokens)
+                prompt = _tokens(_count(get(spec.prompt_tokens), spec.prompt_tokens), spec.prompt_tokens)
+                if prompt == 0:
+                    raise _Bad(f"expected at least 1 prompt token for {spec.prompt_tokens!r}, got 0")
             elif text is not None:
-                prompt = self.tokenizer.count(text)
+                prompt = _tokens(self.tokenizer.count(text), spec.prompt or "messages")
             else:  # pragma: no cover - specs always name one of the two
                 raise _Bad("no prompt_tokens or prompt column")
             output = -1
             if spec.output_tokens is not None and (
                 spec.output_required or record is None or record.get(spec.output_tokens) is not None
             ):
-                output = _count(get(spec.output_tokens), spec.output_tokens)
+                output = _tokens(_count(get(spec.output_tokens), spec.output_tokens), spec.output_tokens)
             elif reply is not None:
-                output = self.tokenizer.count(reply)
+                output = _tokens(self.tokenizer.count(reply), "reply")
             blocks = None
             if spec.hash_ids is not None:
                 blocks = _hash_ids(get(spec.hash_ids), spec.hash_ids)
@@ -209,10 +220,11 @@ class _Rows:
             self.texts.append(text)
 
     def add_pair(self, line: int, prompt: str, reply: str) -> None:
+        prompt_tokens, output_tokens = _tokens(self.tokenizer.count(prompt), "prompt"), _tokens(self.tokenizer.count(reply), "reply")
         self.lines.append(line)
         self.texts.append(prompt)
-        self.prompt.append(self.tokenizer.count(prompt))
-        self.output.append(self.tokenizer.count(reply))
+        self.prompt.append(prompt_tokens)
+        self.output.append(output_tokens)
 
     def finish(self, fmt: str) -> Trace:
         n = len(self.lines)

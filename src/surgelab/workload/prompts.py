@@ -16,7 +16,6 @@ import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
-from surgelab.traces import read_trace_cached
 from surgelab.workload.kinds import PAYLOAD_KINDS
 from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.kinds import prepare as prepare_kind
@@ -90,10 +89,7 @@ class PromptFactory:
             self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
         )
 
-        self.dataset = None
-        if c.dataset is not None:
-            d = c.dataset
-            self.dataset = read_trace_cached(d.path, d.format, tuple(sorted(d.columns.items())))
+        self.dataset = c.dataset.read() if c.dataset is not None else None
         rows = len(self.dataset) if self.dataset is not None else 1
 
         def draw(rng: np.random.Generator) -> tuple[np.ndarray, ...]:

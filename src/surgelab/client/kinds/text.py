@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from surgelab.client.hints import HEAD_BYTES, not_a_stream
 from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body
 from surgelab.client.sse import SSEError, SSEParser
@@ -68,9 +69,12 @@ class _Generation:
         done = finished = False
         size = 0
         usage = None
+        head = b""  # the body's first bytes, while it brings no event: what it was instead
         try:
             async for chunk in resp.content.iter_any():
                 now = clock()
+                if not (done or finished or pieces) and len(head) < HEAD_BYTES:
+                    head += chunk[: HEAD_BYTES - len(head)]
                 for payload in parser.feed(chunk):
                     if payload == b"[DONE]":
                         done = True
@@ -94,7 +98,9 @@ class _Generation:
             raise ProtocolError(f"invalid stream event: {exc}") from None
         out.end_ns = clock()
         if not (done or finished):
-            raise ProtocolError("stream ended before [DONE] or a finish_reason")
+            if pieces:
+                raise ProtocolError("stream ended before [DONE] or a finish_reason")
+            raise ProtocolError(not_a_stream(resp.headers.get("Content-Type", ""), head))
         account(self.ctx, out, usage, pieces)
 
     async def _read_whole(self, resp: Response, out: Outcome) -> None:

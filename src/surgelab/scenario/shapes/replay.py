@@ -11,7 +11,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from surgelab.files import scenario_path
 from surgelab.scenario.base import Seconds
 from surgelab.scenario.shapes.base import BaseShape
-from surgelab.traces import ReplayPlan, read_trace_cached, replay_plan
+from surgelab.traces import ReplayPlan, Trace, read_trace_cached, replay_plan
 
 __all__ = ["Replay"]
 
@@ -37,11 +37,14 @@ class Replay(BaseShape):
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
         return scenario_path(value, info, "trace file")
 
-    def load(self) -> ReplayPlan:
-        """The trace read and windowed (cached: the same file is read once per process)."""
+    def read(self) -> Trace:
+        """The trace file's rows (cached: the same file is read once per process)."""
         columns = tuple(sorted(self.columns.items()))
-        trace = read_trace_cached(self.trace, self.format, columns, self.on_bad_row, self.block_size)
-        return replay_plan(trace, self.speed, self.start, self.end, self.rate, self.skip_failed)
+        return read_trace_cached(self.trace, self.format, columns, self.on_bad_row, self.block_size)
+
+    def load(self) -> ReplayPlan:
+        """The trace read and windowed."""
+        return replay_plan(self.read(), self.speed, self.start, self.end, self.rate, self.skip_failed)
 
     def level(self, t: np.ndarray) -> np.ndarray:
         """The replay's rate over time, counted in one-second bins."""
