@@ -199,6 +199,14 @@ def plan(
         waiting = waiting_at(sweep_result, cap["index"])
         used_slo = [Threshold(expr=e) for e in cap["slo"]]
         source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
+        bar = (sweep_result.target or {}).get("model_error")
+        if bar:  # a simulated sweep: the capacity is the engine model's, sized at its pessimistic end
+            from surgelab.engine.accuracy import ErrorBar
+
+            error = ErrorBar.from_dict(bar)
+            simulated, capacity = capacity, error.pessimistic(capacity)
+            source += f"; simulated {simulated:.4g} req/s ÷ (1 + {error.e2e:g} %), the engine model's slow end"
+            console.print(f"engine model: {error.describe()}", highlight=False, soft_wrap=True)
     assert capacity is not None
     inputs = FleetInputs(
         peak=forecast.rate, capacity=capacity, safety=safety, spares=spares, gpus_per_instance=gpus_per_instance,

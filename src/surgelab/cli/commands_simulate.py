@@ -50,6 +50,8 @@ def simulate_command(
         console.print(
             f"simulated {fleet.name}: {result.fleet['events']:,} events in {result.fleet['wall_s']:.1f} s → {run_dir}"
         )
+        for pool, bar in result.fleet.get("model_error", {}).items():
+            console.print(f"  engine model of pool {pool}: {bar['text']}", highlight=False, soft_wrap=True)
         results.append(result)
     rows = comparison_rows(results)
     for result in results:  # every simulated run gets its report, like a measured one

@@ -45,8 +45,17 @@ class ErrorBar:
     def describe(self, metrics: tuple[str, ...] = ("e2e_mean", "ttft_mean")) -> str:
         """``E2E ±4.4 %, TTFT ±4.9 % (median error on 9 runs of 5 dense models on H100 SXM, each model left out)``."""
         bars = ", ".join(f"{LABELS[m]} ±{self.errors[m]:.1f} %" for m in metrics if m in self.errors)
-        text = f"{bars} (median error on {self.runs} real runs of {self.models} {self.family}, each model left out of the fit)"
+        models = f"{self.models} {self.family}".replace(" models on", " model on") if self.models == 1 else f"{self.models} {self.family}"
+        text = f"{bars} (median error on {self.runs} real runs of {models}, each model left out of the fit)"
         return text + (f"; {self.carried}" if self.carried else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"errors": self.errors, "runs": self.runs, "models": self.models, "family": self.family,
+                "carried": self.carried, "text": self.describe()}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorBar:
+        return cls(dict(data["errors"]), int(data["runs"]), int(data["models"]), str(data["family"]), str(data["carried"]))
 
     def pessimistic(self, capacity: float) -> float:
         """A capacity the model predicted, at the model's slow end: what still holds if it is ``e2e`` % optimistic."""

@@ -43,7 +43,7 @@ import yaml
 
 from surgelab.yamlfile import load_yaml
 
-__all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_profile_file"]
+__all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_profile_file", "read_profile_mapping"]
 
 COEFFICIENTS = (
     "prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "prefill_s_per_pair", "step_s_per_seq",
@@ -276,6 +276,15 @@ class EngineProfile:
 
 def read_profile_file(path: Path) -> EngineProfile:
     """Load explicit coefficients from ``.yaml``/``.yml``/``.json``; ProfileError on any problem."""
+    data = read_profile_mapping(path)
+    try:
+        return EngineProfile.from_mapping(data, default_name=path.stem)
+    except ProfileError as exc:
+        raise ProfileError(f"profile file {path}: {exc}") from None
+
+
+def read_profile_mapping(path: Path) -> Mapping[str, Any]:
+    """The mapping a ``.yaml``/``.yml``/``.json`` profile file holds; ProfileError (one line) otherwise."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -286,11 +295,8 @@ def read_profile_file(path: Path) -> EngineProfile:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ProfileError(f"profile file {path} is not valid {path.suffix[1:] or 'YAML'}: {first}") from None
     if not isinstance(data, Mapping):
-        raise ProfileError(f"profile file {path} must contain a mapping of coefficients")
-    try:
-        return EngineProfile.from_mapping(data, default_name=path.stem)
-    except ProfileError as exc:
-        raise ProfileError(f"profile file {path}: {exc}") from None
+        raise ProfileError(f"profile file {path} must contain a mapping of coefficients or a deployment")
+    return data
 
 
 _TEXT_FIELDS = frozenset({"name", "model", "description", "combine", "gpu"})

@@ -18,17 +18,14 @@ the models' ``config.json`` on Hugging Face, efficiencies from real runs (``cali
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from surgelab.engine.architecture import ArchitectureError
 from surgelab.engine.catalogue import find_model
 from surgelab.engine.hardware import GB, GPUS, Deployment
-from surgelab.engine.profile import EngineProfile, ProfileError, read_profile_file
+from surgelab.engine.profile import EngineProfile, ProfileError, read_profile_mapping
 
 __all__ = ["DEPLOYMENT_KEYS", "PROFILES", "deployment_from_mapping", "load_profile", "profile_names"]
 
@@ -144,24 +141,12 @@ def load_profile(spec: str | Path | Mapping[str, Any], base_dir: Path | None = N
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
-        if path.is_file() and _is_deployment(_peek(path)):
-            data = _peek(path)
-            try:
-                return _profile_of(data, path.stem, path.parent)
-            except ProfileError as exc:
-                raise ProfileError(f"profile file {path}: {exc}") from None
-        return read_profile_file(path)
+        data = read_profile_mapping(path)
+        try:
+            return _profile_of(data, path.stem, path.parent)
+        except ProfileError as exc:
+            raise ProfileError(f"profile file {path}: {exc}") from None
     raise ProfileError(
         f"unknown profile {str(spec)!r}: use one of {', '.join(profile_names())}, a .yaml/.json file of coefficients, "
         "or a deployment file (model, gpu, tp, …)"
     )
-
-
-def _peek(path: Path) -> Mapping[str, Any]:
-    """The file's mapping, or an empty one when it is not a readable mapping (read_profile_file reports why)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, Mapping) else {}

@@ -11,7 +11,7 @@ clock, an RNG or state: the simulator builds its runtime objects from this.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -213,7 +213,11 @@ class Pool(_Model):
 
     name: str = "default"
     replicas: int = Field(1, ge=0, description="Replicas at the start (ready at time 0).")
-    profile: str | None = Field(None, description="Engine profile: a name or a coefficients file.")
+    profile: str | dict[str, Any] | None = Field(
+        None,
+        description="Engine profile: a name, a coefficients or deployment file, or a deployment written here "
+        "({model: a catalogued model or a config.json, gpu: h100, tp: 2, weights: fp8, …}; docs/engine.md).",
+    )
     service_time: Distribution | None = Field(None, description="Instead of an engine: each request takes this long.")
     latency_curve: LatencyCurve | None = Field(
         None, description="Instead of an engine: each request's latency set by the requests held at its admission."

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from surgelab.engine import EngineProfile, ProfileError, load_profile
+from surgelab.engine.accuracy import ErrorBar, error_bar
 from surgelab.scenario.loader import ScenarioError, describe_error, field_path, line_of
 from surgelab.sim.fleet import Fleet
 from surgelab.yamlfile import read_yaml
 
-__all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile"]
+__all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile", "fleet_error_bar"]
 
 
 _NAMED = re.compile(r"^([a-z_]+(?:\[\d+\]|\.[a-z_]+)*): (.+)$", re.S)
@@ -53,17 +55,25 @@ def build_fleet(
     if problems:
         raise FleetError(problems)
     if base_dir is not None:  # profile files are relative to the fleet file, like scenario files
-        pools = [
-            p.model_copy(update={"profile": str(base_dir / p.profile)})
-            if p.profile and (base_dir / p.profile).is_file() else p
-            for p in fleet.pools
-        ]  # fmt: skip
+        pools = [p.model_copy(update={"profile": _anchored(p.profile, base_dir)}) if p.profile else p for p in fleet.pools]
         fleet = fleet.model_copy(update={"pools": pools})
     return fleet
 
 
-def pool_profile(spec: str, base_dir: Path | None = None) -> EngineProfile:
-    """A named profile, or a coefficients file (relative to ``base_dir`` when given)."""
+def _anchored(spec: str | dict[str, Any], base_dir: Path) -> str | dict[str, Any]:
+    """A profile file, or a deployment's config.json, made relative to the fleet file's folder."""
+    if isinstance(spec, dict):
+        model = spec.get("model")
+        if isinstance(model, str) and (base_dir / model).exists():
+            return {**spec, "model": str(base_dir / model)}
+        return spec
+    return str(base_dir / spec) if (base_dir / spec).is_file() else spec
+
+
+def pool_profile(spec: str | dict[str, Any], base_dir: Path | None = None) -> EngineProfile:
+    """A named profile, a coefficients or deployment file, or a deployment mapping (paths relative to ``base_dir``)."""
+    if isinstance(spec, dict):
+        return load_profile(spec, base_dir)
     if base_dir is not None and (base_dir / spec).is_file():
         return load_profile(str(base_dir / spec))
     return load_profile(spec)
@@ -73,3 +83,9 @@ def load_fleet(path: str | Path) -> Fleet:
     path = Path(path)
     data, root = read_yaml(path, "fleet file", FleetError)
     return build_fleet(data, source=str(path), root=root, base_dir=path.parent)
+
+
+def fleet_error_bar(fleet: Fleet) -> ErrorBar | None:
+    """The engine model's measured error for the least sure of the fleet's engine pools (None: no physics profile)."""
+    bars = [bar for pool in fleet.pools if pool.profile and (bar := error_bar(pool_profile(pool.profile)))]
+    return max(bars, key=lambda b: b.e2e, default=None)

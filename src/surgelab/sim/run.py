@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from surgelab.analysis.summary import RecordColumns, RunInfo, meets_slo, summarize
+from surgelab.engine.accuracy import error_bar
 from surgelab.metrics.record import State
 from surgelab.metrics.rundir import (
     add_run_context,
@@ -133,6 +134,9 @@ def fleet_report(
         extra["caches"] = [memory_traded("response", sim.cache, engines[0] if engines else None, _mean_context(table))]
     if sim.regions:
         extra["regions"] = _regions(sim)
+    bars = {pool.name: bar.to_dict() for pool in sim.pools if pool.profile and (bar := error_bar(pool.profile))}
+    if bars:  # how sure the engine model is, for each pool it times
+        extra["model_error"] = bars
     return {
         "name": fleet.name,
         "duration_s": duration_s,

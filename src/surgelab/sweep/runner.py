@@ -23,7 +23,7 @@ from surgelab.runner import run_scenario
 from surgelab.runner.preflight import ready
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
-from surgelab.sim import Fleet, simulate
+from surgelab.sim import Fleet, fleet_error_bar, simulate
 from surgelab.sweep.breaking import analyse_break, break_shape
 from surgelab.sweep.capacity import sla_capacity, slo_thresholds, stop_reason
 from surgelab.sweep.config import SweepConfig
@@ -126,6 +126,9 @@ async def run_sweep(
     target = {"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint}
     if fleet is not None:
         target = {"simulated_fleet": fleet.name, "model": base.target.model, "endpoint": base.target.endpoint}
+        bar = fleet_error_bar(fleet)
+        if bar is not None:  # the capacity the levels find is the engine model's: say how sure it is
+            target["model_error"] = bar.to_dict()
     result = SweepResult(
         name=base.name, mode=config.mode, unit=config.unit,
         target=target,
