@@ -274,12 +274,20 @@ def _say_failed_defaults(summary: dict[str, Any], stop_reason: str) -> None:
         if not t.get("default") or t["passed"]:
             continue
         if t["metric"] == "error_rate":
-            err.print(f"failed: error rate {t['observed']:.1%} is over the default bound ({t['expr']}); "
+            err.print(f"failed: error rate {t['observed']:.1%} is over the default bound ({t['expr']}){_cause(summary)}; "
                       "a threshold of your own replaces it, e.g. --threshold 'error_rate < 50%'", highlight=False, soft_wrap=True)  # fmt: skip
         else:
             err.print("failed: no request succeeded", highlight=False, soft_wrap=True)
     if stop_reason.startswith("aborted: guard"):
         err.print(f"failed: {stop_reason}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _cause(summary: dict[str, Any]) -> str:
+    """What most of the failures were, for the default bound's line: requests never answered, else the largest group."""
+    req, top = summary["requests"], (summary.get("errors") or [None])[0]
+    if req.get("unanswered"):
+        return f": {req['unanswered']} of {req['measured']} requests never answered"
+    return f": mostly {top['count']:,} × {top['state']}: {top['message'] or 'no message'}" if top else ""
 
 
 def _compared(done: Any, console: Console, run_dir: Path) -> int:

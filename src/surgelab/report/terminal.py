@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from surgelab.analysis.verdict import observed_text
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.report.charts import terminal_chart
 from surgelab.units import format_duration
@@ -84,6 +85,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
         head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled"
+                 + (f" ({req['unanswered']:,} never answered)" if req.get("unanswered") else "")
                  + (f" · {req['lost']:,} lost with a worker" if req.get("lost") else "")
                  + f" (error rate {req['error_rate']:.2%})")  # fmt: skip
     for error in summary.get("errors") or []:  # what failed, in the target's words
@@ -109,6 +111,12 @@ def summary_table(summary: dict[str, Any]) -> Group:
         lat.add_row(name, *(_lat(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), f"{d['count']:,}")
 
     parts: list[Any] = [head, lat]
+    censored = summary["latency_ms"]["e2e"].get("censored")
+    if censored:
+        parts.append(Text(f"TTFT and E2E count {censored:,} requests given up on as the time they waited (at least that long)",
+                          style="yellow"))  # fmt: skip
+    if summary.get("headline"):  # the verdict and its cause come first, before any figure
+        parts.insert(0, Text(summary["headline"], style="bold red" if summary["headline"].startswith("FAIL") else "bold yellow"))
     lag = summary["schedule_lag_ms"]
     validity = summary["validity"]
     verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
@@ -121,7 +129,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
     for t in summary["thresholds"]:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         default = " [dim](default bound)[/]" if t.get("default") else ""
-        parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {_observed(t)})"))
+        parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {observed_text(t)})"))
     return Group(*parts)
 
 
@@ -137,19 +145,6 @@ def _lat(value: float | None) -> str:
 
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
-
-
-def _observed(t: dict[str, Any]) -> str:
-    value = t["observed"]
-    if value is None:
-        return "no data"
-    if "(" in t["metric"]:
-        return f"{value * 1000:,.1f} ms"
-    if t["metric"] == "ok":
-        return f"{value:,}"
-    if t["metric"] in ("error_rate", "drop_rate"):
-        return f"{value:.3%}"
-    return f"{value:,.2f}"
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:

@@ -28,9 +28,10 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
     if not summary["validity"]["valid"] and lag.get("p99") is not None and lag["p99"] > summary["validity"]["max_lag_p99_ms"]:
         hints.append(f"client schedule lag P99 {lag['p99']:.0f} ms: {_lag_culprit(summary.get('host_cpu'))}")
     states = summary["requests"]["by_state"]
-    failed = summary["requests"]["failed"]
+    failed = summary["requests"].get("unsuccessful", summary["requests"]["failed"])  # unanswered ones too
     if failed:
-        worst = max(("http_error", "timeout", "connection_error", "protocol_error"), key=lambda s: states[s])
+        kinds = ("http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped", "lost")
+        worst = max(kinds, key=lambda s: states.get(s, 0))
         top = (summary.get("errors") or [None])[0]
         said = f": {top['count']} × {_said(top)}" if top else ": look at the records' error column"
         hints.append(f"{failed} failed requests, mostly {worst} ({states[worst]}){said}")
