@@ -17,6 +17,7 @@ import pyarrow as pa
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.errors import top_errors
+from surgelab.analysis.failover import failover_block, failover_threshold, live_switch_overs
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcomes_of, ttft_values
@@ -52,6 +53,8 @@ class RunInfo:
     window_start_s: float | None = None  # the earliest end of a phase's warm-up
     phase_windows: dict[str, tuple[float, float]] | None = None  # per phase: (warm-up end, planned end)
     worker_losses: tuple[str, ...] = ()  # what each worker that died took with it, in words
+    routing: dict[str, Any] | None = None  # the live router's report (run.json ``routing``)
+    failover: dict[str, Any] | None = None  # a simulation's switch-overs and their bound: {"switch_overs", "bound_s"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
@@ -64,6 +67,8 @@ class RunInfo:
             window_start_s=data.get("window_start_s"),
             phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
             worker_losses=tuple(loss["reason"] for loss in data.get("worker_losses", ())),
+            routing=data.get("routing"),
+            failover=data.get("failover"),
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -210,6 +215,10 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["streaming"] = buffered_streams(c, ok)
     results = [_judge(t, c, ~c.warmup, summary) for t in scenario.thresholds]
     results += _default_bounds(scenario, summary["requests"], info.stop_reason or "")
+    failover = _failover(c, scenario, info)
+    if failover is not None:
+        summary["failover"] = failover
+        results += [t for t in [failover_threshold(failover)] if t]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     failed = c.state.isin([s.value for s in FAILED_STATES])
@@ -229,6 +238,16 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["errors"] = top_errors(c.source, c.state, c.outcomes.against)
     summary["headline"] = headline(summary, max(p.load.grace for p in scenario.phase_list))
     return summary
+
+
+def _failover(c: RecordColumns, scenario: Scenario, info: RunInfo) -> dict[str, Any] | None:
+    """Switch-over times against the plan's bound (``analysis.failover``): a simulation's, or the live router's."""
+    if info.failover is not None:
+        return failover_block(info.failover["switch_overs"], info.failover.get("bound_s"))
+    if info.routing is None:
+        return None
+    health = scenario.routing.health
+    return failover_block(live_switch_overs(c, info.routing, health.failures), health.max_switch_over)
 
 
 def _trends(c: RecordColumns, window: Window, stream: bool) -> dict[str, Any]:

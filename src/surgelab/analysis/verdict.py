@@ -46,7 +46,7 @@ def observed_text(t: dict[str, Any]) -> str:
     """A threshold's observed value in its unit (ms for latencies, % for ratios)."""
     value = t["observed"]
     if value is None:
-        return "no data"
+        return "no target failed" if t["metric"] == "switch_over" else "no data"
     if "(" in t["metric"]:
         return f"{value * 1000:,.1f} ms"
     if t["metric"] == "switch_over":

@@ -321,10 +321,13 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
         f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
         for p in scenario.phase_list
     )
+    from surgelab.cli.resolved import resolved_lines
     from surgelab.load.ramp_check import ramp_warnings
     from surgelab.redact import redact_url
 
     print(f"{scenario_file}: ok — {scenario.name} against {redact_url(scenario.target.base_url)} — {phases}")
+    for line in resolved_lines(scenario):  # every target's timeouts and the health checks, as they resolved
+        print(line)
     for warning in ramp_warnings(scenario):
         print(f"warning: {warning}")
 

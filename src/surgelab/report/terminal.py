@@ -19,7 +19,7 @@ from surgelab.units import format_duration
 if TYPE_CHECKING:
     from surgelab.report.model import ReportData
 
-__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline", "sweep_table"]
+__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline", "sweep_table", "failover_lines"]
 
 
 def _ms(value: float | None) -> str:
@@ -121,6 +121,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
     validity = summary["validity"]
     verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
     parts.append(Text.from_markup(f"schedule lag p50 {_num(lag['p50'])} ms · p99 {_num(lag['p99'])} ms — {verdict}"))
+    parts += [Text(line, style="yellow" if "never taken out" in line else "") for line in failover_lines(summary.get("failover"))]
     client_warning = (summary.get("client") or {}).get("warning")
     for warning in [*summary.get("warnings", []), *([client_warning] if client_warning else [])]:
         parts.append(Text(f"warning: {warning}", style="bold yellow"))
@@ -131,6 +132,25 @@ def summary_table(summary: dict[str, Any]) -> Group:
         default = " [dim](default bound)[/]" if t.get("default") else ""
         parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {observed_text(t)})"))
     return Group(*parts)
+
+
+def failover_lines(block: dict[str, Any] | None) -> list[str]:
+    """One line per switch-over of ``summary.json``'s ``failover``: when the target failed, when it last got a request."""
+    if not block:
+        return []
+    bound = f" (bound {block['bound_s']:g} s)" if block["bound_s"] is not None else ""
+    lines = []
+    for s in block["switch_overs"]:
+        last = f"{s['last_sent_s']:.1f} s" if s["last_sent_s"] is not None else "the end"
+        if s["taken_out"]:
+            lines.append(f"failover: {s['target']} failing from {s['first_failure_s']:.1f} s, taken out at {s['taken_out_s']:.1f} s, "
+                         f"last request sent to it at {last}: switch-over {s['switch_over_s']:.1f} s{bound}")  # fmt: skip
+        else:
+            lines.append(f"failover: {s['target']} failing from {s['first_failure_s']:.1f} s and never taken out: requests "
+                         f"sent to it until {last} ({s['failing_for_s']:.1f} s){bound}")  # fmt: skip
+    if not lines and block["bound_s"] is not None:
+        lines.append(f"failover: no target failed, nothing to switch over{bound}")
+    return lines
 
 
 def _error_text(error: dict[str, Any]) -> str:

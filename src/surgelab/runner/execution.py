@@ -184,7 +184,8 @@ class Execution:
             out.fail(State.PROTOCOL_ERROR, f"client error: {type(exc).__name__}: {exc}", self.clock())
         finally:
             if self.router is not None and out.state is not State.CANCELLED:
-                self.router.observe(target, out.state is State.OK, out.error)
+                sent_s = out.sent_ns / SECOND if out.sent_ns is not None else None
+                self.router.observe(target, out.state is State.OK, out.error, sent_s)
             self.record(meta, out)
         return out
 
