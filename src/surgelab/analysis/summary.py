@@ -24,6 +24,7 @@ from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcom
 from surgelab.analysis.slo import FIRST_TOKEN_KINDS, kinds_of, meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
+from surgelab.analysis.token_counts import uncounted_tokens_warning
 from surgelab.analysis.trend import Trend, request_trends
 from surgelab.analysis.verdict import headline
 from surgelab.analysis.window import Window
@@ -235,6 +236,8 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
     summary["warnings"] += buffering_warnings(summary["streaming"])
+    uncounted = uncounted_tokens_warning(c, ok, summary["latency_ms"], scenario.tokenizer)
+    summary["warnings"] += [uncounted] if uncounted else []
     summary["errors"] = top_errors(c.source, c.state, c.outcomes.against)
     summary["headline"] = headline(summary, max(p.load.grace for p in scenario.phase_list))
     return summary
