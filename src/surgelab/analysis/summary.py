@@ -141,10 +141,10 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     info = info.resolved(scenario)
     c = RecordColumns(records)
     c.first_token_rows = kinds_of(c, scenario).isin(FIRST_TOKEN_KINDS)
-    cut_short = bool(c.warmup.size) and bool(c.warmup.all())
-    if cut_short:  # stopped before the warm-up ended: the warm-up is all there is to report
+    warmup_only = bool(c.warmup.size) and bool(c.warmup.all())
+    if warmup_only:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)
-    window_start = 0.0 if cut_short else info.window_start_s
+    window_start = 0.0 if warmup_only else info.window_start_s
     window_end = info.stopped_at_s
     if window_end is None:  # crashed run: the records tell how far it got
         finite = c.end[~np.isnan(c.end)]
@@ -159,7 +159,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     validity = _validity(
         lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
     )
-    if cut_short:
+    if warmup_only:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")
     summary: dict[str, Any] = {
@@ -254,10 +254,11 @@ def _failover(c: RecordColumns, scenario: Scenario, info: RunInfo) -> dict[str, 
 
 
 def _trends(c: RecordColumns, window: Window, stream: bool) -> dict[str, Any]:
-    """Drift of the median latency (TTFT when streaming) and of the error rate over the measured run."""
-    counted = ~c.warmup & ~c.state.isin([State.DROPPED.value, State.CANCELLED.value])
-    failed = c.state.isin([s.value for s in FAILED_STATES])
-    ok = c.state == State.OK.value
+    """Drift of the median latency (TTFT when streaming) and of the error rate over the measured run
+    (every request that did not succeed counts, as in ``error_rate``; dropped ones were never sent)."""
+    counted = ~c.warmup & c.outcomes.counted & ~c.outcomes.dropped
+    failed = c.outcomes.against
+    ok = c.outcomes.ok
     done = c.first_token if stream else c.end
     latency = np.where(ok & counted, done - c.intended, np.nan)
     return request_trends(c.intended, latency, failed, counted, window.start, window.end, "ttft" if stream else "e2e")
