@@ -149,7 +149,7 @@ def run(
 ) -> None:
     """Run load against a target and record every request.
 
-    Exit codes: 0 pass · 1 a threshold failed, a guard stopped the run, or over 10% failed (the default bound, unless a threshold on error_rate is set) · 2 bad input · 3 invalid run (client fell behind, drops, a worker died) · 4 pre-flight failed · 130 interrupted.
+    Exit codes: 0 pass · 1 a threshold failed, a guard stopped the run, or over 10% did not succeed — failed, timed out, unanswered, dropped or lost (the default bound, unless a threshold on error_rate is set) · 2 bad input · 3 invalid run (client fell behind, drops, a worker died) · 4 pre-flight failed · 130 interrupted.
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
