@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from surgelab.analysis.failover import simulated_switch_overs
 from surgelab.analysis.summary import RecordColumns, RunInfo, meets_slo, summarize
 from surgelab.engine.accuracy import error_bar
 from surgelab.metrics.record import State
@@ -62,6 +63,9 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     table = recorder.close()
     info.update(stop_reason="completed", stopped_at_s=max(p.end_ns for p in plans) / SECOND, wall_s=wall,
                 simulated_end_s=end_ns / SECOND)  # fmt: skip
+    bound = _switch_over_bound(fleet, scenario)
+    if sim.failures or bound is not None:  # judged like a live drill's (analysis.failover)
+        info["failover"] = {"switch_overs": simulated_switch_overs(sim.failures, end_ns / SECOND), "bound_s": bound}
     write_run_info(run_dir, info)
     pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
     summary = summarize(table, scenario, RunInfo.from_dict(info))
@@ -74,6 +78,13 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     write_summary_file(run_dir, summary)
     write_json(run_dir / "fleet.json", report)
     return SimResult(run_dir, summary, report)
+
+
+def _switch_over_bound(fleet: Fleet, scenario: Scenario) -> float | None:
+    """The fleet's ``router.health_check.max_switch_over``, else the scenario's ``routing.health`` one."""
+    check = fleet.router.health_check
+    own = check.max_switch_over if check is not None else None
+    return own if own is not None else scenario.routing.health.max_switch_over
 
 
 def _violations(table: pa.Table, scenario: Scenario) -> int:
