@@ -191,7 +191,8 @@ def test_exported_names_are_pinned():
     import surgelab.sim
 
     assert sorted(surgelab.sim.__all__) == [
-        "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "load_fleet", "simulate",
+        "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "fleet_error_bar", "load_fleet",
+        "simulate",
     ]  # fmt: skip
 
 
