@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -253,6 +253,10 @@ class EngineProfile:
         kv = batch * (prompt_tokens + output_tokens / 2)
         pairs = batch * (prompt_tokens * (prompt_tokens + 1) / 2) / output_tokens
         return batch / self.price(prefill + batch, kv, batch, pairs)
+
+    def slowed(self, factor: float) -> EngineProfile:
+        """Every time ``factor`` times longer: the profile at the slow end of its measured error."""
+        return replace(self, **{name: getattr(self, name) * factor for name in COEFFICIENTS})
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
