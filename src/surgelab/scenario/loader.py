@@ -29,15 +29,25 @@ class ScenarioError(Exception):
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data['a']['b'] = value`` for ``'a.b'``, creating mappings on the way."""
+    """Set ``data['a']['b'] = value`` for ``'a.b'``, creating mappings on the way; a number picks an
+    item of a list that is already there (``phases.1.start``: the second phase's start)."""
     *parents, leaf = dotted.split(".")
-    node = data
-    for key in parents:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
+    node: Any = data
+    for depth, key in enumerate([*parents, leaf]):
+        if isinstance(node, list):
+            if not (key.isdigit() and int(key) < len(node)):
+                where = ".".join([*parents, leaf][:depth])
+                raise ValueError(f"{where} has {len(node)} items, numbered from 0; {key!r} is not one")
+            index: Any = int(key)
+        else:
+            index = key
+        if depth == len(parents):
+            node[index] = value
+            return
+        child = node[index] if isinstance(node, list) else node.get(key)
+        if not isinstance(child, dict | list):
+            child = node[index] = {}
         node = child
-    node[leaf] = value
 
 
 def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -115,7 +125,10 @@ def build_scenario(
         raise ScenarioError([f"{source}:1: expected a mapping of scenario fields at the top level"])
     flags: dict[tuple[str, ...], str] = {}
     for dotted, (flag, value) in (overrides or {}).items():
-        set_dotted(data, dotted, value)
+        try:
+            set_dotted(data, dotted, value)
+        except ValueError as exc:
+            raise ScenarioError([f"{flag}: {exc}"]) from None
         flags[tuple(dotted.split("."))] = flag
     try:
         return Scenario.model_validate(data, context={"base_dir": base_dir})

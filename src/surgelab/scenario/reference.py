@@ -28,7 +28,8 @@ seconds. A *distribution* is a bare number (fixed) or one of
 `{dist: uniform, min, max}`, `{dist: normal, mean, std, min?, max?}` (clipped),
 `{dist: lognormal, mean, std, max?}` (mean and std of the values themselves) and
 `{dist: exponential, mean}`. Every field can also be set on the command line of
-`surgelab run` (see `surgelab run --help`).
+`surgelab run` (see `surgelab run --help`) with `--set path=value`, the value read as YAML;
+a number in the path picks an item of a list the file has (`--set phases.1.start=30s`).
 
 This page is generated from the models in `src/surgelab/scenario/` (one module per section).
 """
