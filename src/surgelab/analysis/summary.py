@@ -20,6 +20,7 @@ from surgelab.analysis.errors import top_errors
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.slo import meets_slo
+from surgelab.analysis.start_burst import start_burst
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
 from surgelab.analysis.trend import Trend, request_trends
@@ -148,6 +149,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     validity = _validity(
         lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
     )
+    validity["start_burst"] = start_burst(c, ~c.warmup, scenario.validity.max_lag_p99, scenario)
     if cut_short:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")

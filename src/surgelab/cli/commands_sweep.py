@@ -75,6 +75,9 @@ def sweep(
     refine: int = typer.Option(3, help="Adaptive: extra levels around the coarse knee."),
     hold: str = typer.Option("60s", help="Measured time per level."),
     settle: str = typer.Option("10s", help="Time at the start of each level excluded from its statistics."),
+    ramp_up: str = typer.Option(
+        "0s", help="Users of each level start evenly spread over this time (at most --settle); default all at once."
+    ),
     warmup: str = typer.Option("30s", help="Load at the first level before the sweep (not reported); 0 to skip."),
     max_error_rate: str = typer.Option("5%", help="Stop after a level with a higher error rate."),
     slo_multiple: float = typer.Option(3.0, help="Stop after a level whose P99 exceeds this multiple of an SLO."),
@@ -143,6 +146,7 @@ def sweep(
             mode=mode or ("rate" if base.load.mode == "open" else "concurrency"),
             spacing=spacing, levels=_levels(levels), start=start, step=step, factor=factor, max=max_level,
             max_levels=max_levels, refine=refine, hold=seconds_option(hold, "--hold"), settle=seconds_option(settle, "--settle"),
+            ramp_up=seconds_option(ramp_up, "--ramp-up"),
             warmup=seconds_option(warmup, "--warmup"), sla_percentile=sla_percentile,
             sla_max_error_rate=ratio_option(sla_max_error_rate, "--sla-max-error-rate"),
             stop=StopRules(
