@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from surgelab.cli import app
-from surgelab.cli.common import fail, load_or_exit, ratio_option, seconds_option, threshold_options
+from surgelab.cli.common import EXIT_INVALID, fail, load_or_exit, ratio_option, seconds_option, threshold_options
 
 
 @app.command("little")
@@ -79,10 +79,14 @@ def calibrate(
     start: float = typer.Option(100.0, help="First rate tried (req/s)."),
     show: bool = typer.Option(False, "--show", help="Print the cached figure without measuring."),
 ) -> None:
-    """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it."""
+    """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it.
+
+    A failing rate is tried 3 times; nothing is cached when the rates that failed ran on a machine
+    busy with other processes (exit 3), since the figure would be their load, not the client's limit.
+    """
     from surgelab.runner.headroom import cache_path, load_calibration, save_calibration
-    from surgelab.sweep.calibrate import find_ceiling
-    from surgelab.testing.process import scripted_server
+    from surgelab.sweep.calibrate import find_ceiling, loaded_failures
+    from surgelab.testing.process import ScriptedServerProcess
 
     console = Console()
     if show:
@@ -96,11 +100,26 @@ def calibrate(
 
     def report(level) -> None:
         mark = "ok " if level.sustained else "no "
-        console.print(f"  {mark} {level.rate:8.0f} req/s → {level.achieved:8.1f} achieved, lag p99 {level.lag_p99_ms:6.2f} ms")
+        others = f", others {level.other_cores:.2f} of {level.cpus} cores" if level.other_cores is not None else ""
+        console.print(
+            f"  {mark} {level.rate:8.0f} req/s → {level.achieved:8.1f} achieved, lag p99 {level.lag_p99_ms:6.2f} ms{others}"
+        )
 
     console.print(f"calibrating with {workers} worker(s) against a zero-delay streaming server on 127.0.0.1 …")
-    with scripted_server(lean=True) as url:  # the lean server: its cost per request is a fifth of the scripted one's
-        ceiling, levels = find_ceiling(url, workers, seconds, start, on_level=report)
+    with ScriptedServerProcess(lean=True) as server:  # the lean server: its cost per request is a fifth of the scripted one's
+        pid = server.process.pid if server.process else None
+        ceiling, levels = find_ceiling(server.base_url, workers, seconds, start, on_level=report, server_pid=pid)
+    loaded = loaded_failures(levels)
+    if loaded:
+        rates = ", ".join(f"{r:.0f}" for r in dict.fromkeys(lv.rate for lv in loaded))
+        busiest = max(loaded, key=lambda lv: lv.other_cores or 0.0)
+        steal = f", {busiest.steal_cores:.2f} of them stolen by the hypervisor" if (busiest.steal_cores or 0) >= 0.01 else ""
+        console.print(
+            f"not cached: the rates that failed ({rates} req/s) ran while other processes used up to "
+            f"{busiest.other_cores:.2f} of {busiest.cpus} cores{steal}, beside the client and the server — "
+            f"{ceiling:.0f} req/s would be that load, not the client's ceiling; calibrate again when the machine is quiet"
+        )
+        raise typer.Exit(EXIT_INVALID)
     save_calibration(workers, ceiling, levels)
     console.print(f"client ceiling: [bold]{ceiling:.0f} req/s[/] with {workers} worker(s) (cached in {cache_path()})")
 
