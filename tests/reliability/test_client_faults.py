@@ -140,6 +140,23 @@ def test_the_seeds_network_through_the_proxy(scenario_for, reconciled, tmp_path)
     assert ok and min(r["first_token_ns"] - r["sent_ns"] for r in ok) >= 50e6, "no answer beat the added latency"
 
 
+def test_each_drop_at_the_start_of_a_reused_connection_is_one_error(scenario_for, reconciled, tmp_path) -> None:
+    """docs/reliability.md: one connection_error per proxy drop. A drop before the answer on a reused
+    keep-alive connection was sent again silently: 5 % start drops read as 0.3 % errors (1 of 20)."""
+    with ServerProcess(profile="tiny") as server, proxy_process(
+        server.root_url, ["--drop", "20%", "--drop-point", "start", "--seed", "5"]
+    ) as proxy:
+        scenario = scenario_for(proxy.root_url + "/v1", "surgelab-tiny", preflight=False, tokenizer=NO_PROBE,
+                                load={"rate": 30, "arrival": "constant", "duration": "2s", "grace": "5s"})  # fmt: skip
+        result = run_async(run_scenario(scenario, tmp_path / "run"))
+        stats = proxy.stats()
+    table = reconciled(result.summary, result.run_dir)
+    states = table["state"].to_pylist()
+    assert stats["dropped"] >= 5, stats  # 20 % of 60
+    assert states.count("connection_error") == stats["dropped"] and stats["requests"] == table.num_rows == 60
+    assert result.summary["requests"]["resent"] == 0
+
+
 def test_a_huge_json_body_is_bounded(scenario_for, reconciled, tmp_path) -> None:
     summary, run_dir = _run_against_app(
         scenario_for, tmp_path, "huge-json", load={**STEADY, "rate": 3},
