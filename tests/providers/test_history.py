@@ -104,7 +104,7 @@ def test_history_cli_highlights_the_peak_and_names_regressions(db, cli) -> None:
 def test_monitor_once_against_the_embedded_server_then_history_and_score(tmp_path, cli) -> None:
     from surgelab.server.process import serve_process
 
-    with serve_process(profile="tiny") as url:
+    with serve_process(["--model", "m"], profile="tiny") as url:
         scenario = {
             "name": "hourly", "targets": [{"name": "a", "url": url, "model": "m"}, {"name": "b", "url": url, "model": "m"}],
             "load": {"concurrency": 1, "duration": "1s"}, "workload": {"prompt_tokens": 16, "output_tokens": 8},

@@ -130,7 +130,7 @@ def test_the_seeds_network_through_the_proxy(scenario_for, reconciled, tmp_path)
         server.root_url, ["--latency", "50ms..200ms", "--jitter-per-chunk", "5ms", "--drop", "0.5%", "--seed", "3"]
     ) as proxy:
         scenario = scenario_for(
-            proxy.root_url + "/v1", "tiny", load={"rate": 20, "duration": "2s", "grace": "5s"}, tokenizer=NO_PROBE
+            proxy.root_url + "/v1", "surgelab-tiny", load={"rate": 20, "duration": "2s", "grace": "5s"}, tokenizer=NO_PROBE
         )
         result = run_async(run_scenario(scenario, tmp_path / "run"))
         stats = proxy.stats()
@@ -200,7 +200,7 @@ def test_the_target_killed_mid_run_and_restarted(scenario_for, reconciled, tmp_p
     events: dict[str, float] = {}
     try:
         scenario = scenario_for(
-            server.base_url, "tiny",
+            server.base_url, "surgelab-tiny",
             load={"rate": 10, "arrival": "constant", "duration": "9s", "grace": "5s"},
             target={"timeouts": {"connect": "1s", "first_token": "3s", "total": "5s"}}, tokenizer=NO_PROBE,
         )  # fmt: skip

@@ -166,6 +166,8 @@ def sweep(
     console = Console()
     say = (lambda _m: None) if quiet else (lambda m: console.print(m, highlight=False))
     args = ["--max-num-seqs", str(max_num_seqs)] if max_num_seqs is not None else []
+    if base.target.model:  # the embedded server stands in for the scenario's target: it serves that model name
+        args += ["--model", base.target.model]
     with _maybe_serve(serve, args) as served_url:
         if served_url is not None:
             base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -149,7 +149,9 @@ class InferenceServer:
         ``read`` takes the body (default: a JSON object); ``parse`` turns it into the request.
         """
         await self.faults.hang_if_stalled()
-        parsed = parse(await read(request) if read is not None else parse_body(await request.read()))
+        raw = await read(request) if read is not None else parse_body(await request.read())
+        self._check_model(raw.get("model") if isinstance(raw, Mapping) else getattr(raw, "model", None))
+        parsed = parse(raw)
         self.inflight += 1  # no await between counting and checking: bursts see true counts
         try:
             self.faults.check_admission(self.inflight)
@@ -243,6 +245,14 @@ class InferenceServer:
                 "usage": {"prompt_tokens": total, "total_tokens": total},
             }
         )
+
+    def _check_model(self, model: Any) -> None:
+        """vLLM's answer to a model it does not serve: 404, ``The model `x` does not exist.`` (no model: the served one)."""
+        if model is None or model == self.model:
+            return
+        if not isinstance(model, str):
+            raise ApiError(400, "'model' must be a string", param="model")
+        raise ApiError(404, f"The model `{model}` does not exist.", type="NotFoundError", param="model", code=404)
 
     def next_id(self) -> int:
         """A fresh request number (response and engine ids are made from it)."""
