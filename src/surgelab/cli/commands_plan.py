@@ -136,7 +136,12 @@ def plan(
         None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."
     ),
     max_error_rate: str | None = typer.Option(None, help="Re-judge the sweep with this error-rate limit."),
-    safety: float = typer.Option(0.7, help="Fraction of the SLA capacity used at the peak (0.7 = 30% headroom)."),
+    safety: float | None = typer.Option(
+        None, help="Fraction of the SLA capacity used at the peak (default 0.7 = 30% headroom)."
+    ),
+    cushion: float | None = typer.Option(
+        None, help="Or: plan for this multiple of the peak (the seeds' 1.2 × is --safety 1/1.2, exactly)."
+    ),
     spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
     gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
     gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
@@ -210,6 +215,11 @@ def plan(
         used_slo = [Threshold(expr=e) for e in cap["slo"]]
         source = f"sweep level {cap['level']:g} {sweep_result.unit}, {', '.join(cap['slo']) or 'errors only'}"
     assert capacity is not None
+    if cushion is not None and safety is not None:
+        raise fail("give --safety or --cushion, not both (a cushion of 1.2 is a safety of 1 ÷ 1.2)")
+    if cushion is not None and not cushion >= 1:
+        raise fail(f"--cushion: a multiple of the peak, >= 1 (1.2 plans for 1.2 × the peak), got {cushion:g}")
+    safety = 1 / cushion if cushion is not None else (0.7 if safety is None else safety)
     inputs = FleetInputs(
         peak=forecast.rate, capacity=capacity, safety=safety, spares=spares, gpus_per_instance=gpus_per_instance,
         gpu_hour_cost=gpu_hour_cost, peak_cv=peak_cv,
