@@ -71,6 +71,7 @@ class Servers:
 
     def __init__(self) -> None:
         self._running: dict[tuple[str, ...], ServerProcess] = {}
+        self._once: list[ServerProcess] = []  # started for one example, stopped after it
 
     def start(self, args: list[str]) -> ServerProcess:
         profile = _value(args, "--profile", "llama3-8b-h100")  # serve's default
@@ -88,7 +89,6 @@ class Servers:
         return server
 
     def __enter__(self) -> Servers:
-        self._once: list[ServerProcess] = []
         return self
 
     def stop_once(self) -> None:
