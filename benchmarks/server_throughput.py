@@ -24,7 +24,7 @@ async def drive(
     base_url: str, concurrency: int, output_tokens: int, duration: float, warmup: float
 ) -> tuple[int, int, int, float]:
     body = {
-        "model": "m",
+        "model": "surgelab-tiny",
         "messages": [{"role": "user", "content": "Count to sixteen."}],
         "max_tokens": output_tokens,
         "ignore_eos": True,

@@ -63,7 +63,7 @@ def sample(t0: float, server_pid: int) -> dict:
 async def soak(url: str, server_pid: int, args: argparse.Namespace, workdir: Path) -> tuple[dict, list[dict], dict]:
     seconds = args.minutes * 60
     overrides = {
-        "name": ("", "soak"), "target.url": ("", url), "target.model": ("", "tiny"), "load.rate": ("", args.rate),
+        "name": ("", "soak"), "target.url": ("", url), "target.model": ("", "surgelab-tiny"), "load.rate": ("", args.rate),
         "load.arrival": ("", "poisson"), "load.duration": ("", seconds), "workload.prompt_tokens": ("", 64),
         "workload.output_tokens": ("", 32), "seed": ("", 1),
     }  # fmt: skip

@@ -165,3 +165,25 @@ def test_a_header_key_echoed_back_is_scrubbed_too(zero_server, scenario_for, run
     table = reconciled(result.summary, result.run_dir)
     assert all("invalid credential: <redacted>" in e for e in table["error"].to_pylist())
     _assert_key_absent(key, result.run_dir)
+
+
+def test_ramp_up_spreads_the_users_start(zero_server, cli, reconciled, tmp_path):
+    """``--ramp-up 1s``: 10 users join 0.1 s apart (it was only reachable through --set load.ramp_up)."""
+    out = tmp_path / "run"
+    flags = ["run", "--url", zero_server.url, "--model", "ok", "--concurrency", "10", "--ramp-up", "1s",
+             "--think-time", "0.5s", "--duration", "2s", "--prompt-tokens", "16", "--max-tokens", "2", "--out", str(out), "-q"]  # fmt: skip
+    result = cli(*flags)
+    assert result.returncode in (0, 3), result.stderr  # 3: a busy machine made the client late, not the flag
+    table = reconciled(_summary(out), out)
+    first = {}
+    for row in table.to_pylist():
+        first[row["user"]] = min(first.get(row["user"], row["intended_ns"]), row["intended_ns"])
+    assert [first[user] for user in range(10)] == [int(1e9 * user / 10) for user in range(10)]
+
+
+def test_ramp_up_with_an_open_loop_is_one_line_and_exit_2(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--url", "http://127.0.0.1:1/v1", "--model", "m", "--rate", "5",
+                                      "--ramp-up", "10s", "--out", str(tmp_path / "run")])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "ramp_up spreads the start of a steady number of users" in result.stderr
+    assert "rate shape" in result.stderr

@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from surgelab.analysis.columns import Labels
+from surgelab.analysis.start_burst import start_burst
 from surgelab.telemetry.diagnose import diagnose
 
 
@@ -65,3 +68,53 @@ def test_a_run_records_its_own_and_the_machines_cpu(zero_server, scenario_for, r
     assert cpu["other_cores"] == pytest.approx(cpu["machine_busy_cores"] - cpu["client_cores"], abs=0.01)
     assert cpu["seconds"] >= 2 and cpu["saturated_seconds"] >= 1  # the hogs, second by second
     assert cpu["busiest_second_cores"] >= 0.9 * cpus
+
+
+class _Columns:
+    """The three record columns the start-burst reading needs, for one phase ``main``."""
+
+    def __init__(self, intended: np.ndarray, lag: np.ndarray) -> None:
+        self.phase = Labels(np.zeros(len(intended), dtype=np.uint8), ["main"])
+        self.intended, self.sent = intended, intended + lag
+
+
+def _closed_loop(scenario_for, users: int, ramp_up: str = "0s"):
+    return scenario_for("http://127.0.0.1:1/v1", load={"concurrency": users, "duration": "20s", "ramp_up": ramp_up})
+
+
+def _burst_hint(c: _Columns, scenario) -> tuple[dict | None, str]:
+    burst = start_burst(c, np.ones(len(c.intended), dtype=bool), 0.05, scenario)
+    late = int(np.sum(c.sent - c.intended > 0.05))
+    summary = _summary(_cpu(client=0.3, busy=1.95, saturated=8))  # the server beside the client kept both cores busy
+    summary["validity"].update(start_burst=burst, late_sends=late)
+    [hint] = diagnose(summary)
+    return burst, hint
+
+
+def test_late_sends_at_the_start_of_a_closed_loop_name_the_ramp_up_not_the_machine(scenario_for):
+    """2,000 users all start at once: the first sends are late, the rest of the run is on time."""
+    rng = np.random.default_rng(1)
+    first = np.zeros(2000)  # every user's first send is intended at the phase's start
+    later = np.sort(rng.uniform(0.2, 20, 6000))
+    intended = np.concatenate([first, later])
+    lag = np.concatenate([np.linspace(0, 0.4, 2000), np.full(6000, 0.001)])
+    burst, hint = _burst_hint(_Columns(intended, lag), _closed_loop(scenario_for, 2000))
+    assert burst["late_sends"] == 1750 and burst["rest_on_time"] and burst["rest_late_sends"] == 0
+    assert "where all 2,000 users start at once" in hint and "--ramp-up" in hint
+    assert f"--ramp-up {burst['suggested_ramp_up_s']}s" in hint and 10 <= burst["suggested_ramp_up_s"] <= 30
+    assert "other processes" not in hint
+
+
+def test_a_loaded_machine_is_still_blamed_when_sends_are_late_all_through_the_run(scenario_for):
+    rng = np.random.default_rng(2)
+    intended = np.concatenate([np.zeros(2000), np.sort(rng.uniform(0.2, 20, 6000))])
+    lag = np.where(rng.uniform(size=8000) < 0.2, 0.3, 0.001)  # a fifth of the sends late, start or not
+    burst, hint = _burst_hint(_Columns(intended, lag), _closed_loop(scenario_for, 2000))
+    assert burst is not None and not burst["rest_on_time"]
+    assert "saturated by other processes" in hint and "--ramp-up" not in hint
+
+
+def test_users_that_ramp_up_are_no_start_burst(scenario_for):
+    ramped = _closed_loop(scenario_for, 2000, "10s")
+    late = _Columns(np.linspace(0, 10, 2000), np.full(2000, 0.3))
+    assert start_burst(late, np.ones(2000, bool), 0.05, ramped) is None

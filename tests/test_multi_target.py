@@ -13,6 +13,8 @@ from surgelab.aio import run_async
 from surgelab.runner.compare import run_compare
 from surgelab.server.process import ServerProcess, serve_process
 
+M = ["--model", "m"]  # every target asks for model "m": each server serves that name
+
 
 def _targets(*pairs, **extra):
     return [{"name": name, "url": url, "model": "m", **({"weight": w} if w is not None else {})} for name, url, w in pairs]
@@ -20,7 +22,7 @@ def _targets(*pairs, **extra):
 
 @pytest.fixture(scope="module")
 def fast_and_slow():
-    with serve_process(profile="tiny") as fast, serve_process(["--max-num-seqs", "2"], profile="llama2-7b-a10") as slow:
+    with serve_process(M, profile="tiny") as fast, serve_process([*M, "--max-num-seqs", "2"], profile="llama2-7b-a10") as slow:
         yield fast, slow
 
 
@@ -45,7 +47,7 @@ def test_compare_sends_the_same_schedule_and_finds_the_slower_target(fast_and_sl
 
 def test_route_splits_by_weight_and_keeps_targets_apart(fast_and_slow, scenario_for, reconciled, tmp_path) -> None:
     fast, _ = fast_and_slow
-    with serve_process(profile="tiny") as other:
+    with serve_process(M, profile="tiny") as other:
         scenario = scenario_for(
             fast, targets=_targets(("a", fast, 80), ("b", other, 20)), routing={"mode": "route"},
             load={"rate": 100, "duration": "3s", "arrival": "constant"},
@@ -63,7 +65,7 @@ def test_route_splits_by_weight_and_keeps_targets_apart(fast_and_slow, scenario_
 
 def test_failover_happens_within_the_health_check_bound_and_counts_lost_requests(scenario_for, reconciled, tmp_path) -> None:
     crash_after = 1.5
-    with ServerProcess(["--crash-after", f"{crash_after}s"], profile="tiny") as primary, serve_process(profile="tiny") as backup:
+    with ServerProcess([*M, "--crash-after", f"{crash_after}s"], profile="tiny") as primary, serve_process(M, profile="tiny") as backup:
         started = time.monotonic()
         scenario = scenario_for(
             primary.base_url, targets=_targets(("primary", primary.base_url, 80), ("backup", backup, 20)),

@@ -168,6 +168,14 @@ def test_flags_override_the_file_and_switch_loop_mode(tmp_path):
     assert s.load.mode == "closed" and s.load.concurrency.peak == 3 and s.load.duration == 2.0
 
 
+def test_set_picks_a_list_item_by_its_number(tmp_path):
+    """``--set phases.1.start=5s`` changes the second phase only (it used to replace the list by a mapping)."""
+    phases = "phases:\n  - {name: a, load: {rate: 1, duration: 10s}}\n  - {name: b, start: 20s, load: {rate: 2, duration: 10s}}\n"
+    path = _write(tmp_path, HEAD + phases)
+    s = load_scenario(path, {"phases.1.start": ("--set phases.1.start", "5s"), "phases.0.load.rate": ("--set", 3)})
+    assert [(p.name, p.start, p.load.shape.peak) for p in s.phase_list] == [("a", 0.0, 3.0), ("b", 5.0, 2.0)]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -183,6 +191,10 @@ def test_flags_override_the_file_and_switch_loop_mode(tmp_path):
         (
             ["--rate", "1", "--set", "target.timeouts.total=-1s"],
             "error: --set target.timeouts.total: target.timeouts.total",
+        ),
+        (
+            ["--rate", "1", "--set", "thresholds=[a < 1s]", "--set", "thresholds.3=b < 1s"],
+            "error: --set thresholds.3: thresholds has 1 items, numbered from 0; '3' is not one",
         ),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -55,3 +56,44 @@ def test_the_wave_fleets_it_cites_load() -> None:
     fixed = load_fleet(ROOT / "examples" / "fleets" / "wave-fixed-5.yaml")
     assert hpa.pools[0].autoscale is not None and hpa.pools[0].autoscale.target == 3
     assert fixed.pools[0].replicas == 5 and fixed.pools[0].autoscale is None
+
+
+def _commands(pattern: str) -> list[str]:
+    """Every backticked or fenced command in docs/*.md matching ``pattern``."""
+    found = []
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        found += re.findall(pattern, doc.read_text(encoding="utf-8"))
+    return found
+
+
+def test_every_lunch_spike_command_runs_through_the_spike() -> None:
+    """docs/seeds.md's spike command ran 40 s of a scenario whose spike rises at 60 s."""
+    from surgelab.scenario import load_scenario
+    from surgelab.units import parse_duration
+
+    commands = _commands(r"surgelab run examples/lunch-spike\.yaml[^`\n#]*")
+    assert len(commands) >= 2
+    for command in commands:
+        duration = re.search(r"--duration (\S+)", command)
+        overrides = {"load.duration": ("--duration", duration[1])} if duration else {}
+        scenario = load_scenario(ROOT / "examples" / "lunch-spike.yaml", overrides)
+        spike = scenario.load.shape
+        assert scenario.load.planned_duration >= spike.at + spike.rise + spike.hold + spike.decay, command
+        assert not duration or parse_duration(duration[1]) > spike.at
+
+
+def test_the_seeds_cushion_gives_the_seeds_count() -> None:
+    """'Stock for 1.2 × the peak' (seed 000 ¶25): planned capacity = peak × 1.2; 1,000 req/s on instances of
+    100 is 12 of them. The row said 13 (--safety 0.83 rounds 1 ÷ 1.2 down)."""
+    from typer.testing import CliRunner
+
+    from surgelab.cli import app
+
+    row = next(r for r in table_rows((ROOT / "docs" / "seeds.md").read_text(encoding="utf-8"), "000") if r[0] == "25")
+    command = re.search(r"`surgelab (plan [^`]+)`", row[3])[1]
+    flags = dict(re.findall(r"--(\w+) (\S+)", command))
+    expected = math.ceil(float(flags["peak"]) * 1.2 / float(flags["capacity"]) - 1e-9)
+    assert expected == 12 and f"is {expected} instances" in row[3]
+    result = CliRunner().invoke(app, command.split())
+    assert result.exit_code == 0, result.output
+    assert f"{expected} instances ({expected} GPUs)" in result.output

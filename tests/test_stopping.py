@@ -40,6 +40,15 @@ class Run:
             time.sleep(0.02)
         self.started = time.monotonic()
 
+    def wait_for_load(self, server, requests: int = 3) -> None:
+        """Restart the clock once ``server`` has seen that many more requests: worker processes take a while
+        to start after run.json is written (a signal before they send stops a run that sent nothing)."""
+        before, deadline = server.stats()["requests"], time.monotonic() + 20
+        while server.stats()["requests"] < before + requests:
+            assert self.proc.poll() is None and time.monotonic() < deadline, "the run did not start sending"
+            time.sleep(0.05)
+        self.started = time.monotonic()
+
     def signal_at(self, seconds: float, sig: int) -> float:
         time.sleep(max(self.started + seconds - time.monotonic(), 0))
         self.proc.send_signal(sig)
@@ -96,13 +105,22 @@ def test_sigterm_lets_in_flight_requests_finish_within_grace(timed_server, recon
     assert summary["requests"]["ok"] == summary["requests"]["scheduled"] >= 15
 
 
-def test_second_ctrl_c_skips_the_grace(timed_server, reconciled, tmp_path):
-    run = Run(timed_server, tmp_path / "run", "--grace", "60s", model="slow-1", rate="5", max_tokens="20")
-    run.signal_at(1.5, signal.SIGINT)
-    second = run.signal_at(2.0, signal.SIGINT)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_second_ctrl_c_skips_the_grace_and_says_so(timed_server, reconciled, tmp_path, workers):
+    """Each interrupt says what it does (both printed nothing); with worker processes the second one
+    did not skip the grace either."""
+    run = Run(timed_server, tmp_path / "run", "--grace", "60s", "--workers", workers, model="slow-1", rate="5",
+              max_tokens="20")  # fmt: skip
+    run.wait_for_load(timed_server)
+    run.signal_at(0.5, signal.SIGINT)
+    second = run.signal_at(1.0, signal.SIGINT)
     code, _, stderr = run.wait(bound=10)
     assert code == 130, stderr
     assert time.monotonic() - second < 3
+    lines = stderr.splitlines()
+    first = next(line for line in lines if line.startswith("interrupted (SIGINT): stopping"))
+    assert "up to 60s (load.grace) to finish — interrupt again to stop now. Records are kept." in first
+    assert "second interrupt (SIGINT): stopping now, records kept" in stderr
     summary, _ = _finished(run, reconciled)
     assert summary["requests"]["cancelled"] == summary["requests"]["scheduled"] > 0
     assert summary["requests"]["cut_short"] == summary["requests"]["scheduled"], "the second Ctrl-C gave them no time"

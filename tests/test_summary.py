@@ -105,7 +105,8 @@ def test_schedule_lag_and_validity():
     assert s["validity"]["valid"] is False
     assert any("3 requests dropped" in reason for reason in s["validity"]["reasons"])
     allowed = summarize(_records(), _scenario(validity={"allow_drops": True}), INFO)
-    assert allowed["validity"] == {"valid": True, "reasons": [], "max_lag_p99_ms": 50.0, "late_sends": 0, "sends": 107}
+    assert allowed["validity"] == {"valid": True, "reasons": [], "max_lag_p99_ms": 50.0, "late_sends": 0, "sends": 107,
+                                  "start_burst": None}
     strict = summarize(_records(), _scenario(validity={"allow_drops": True, "max_lag_p99": "0.5ms"}), INFO)
     assert not strict["validity"]["valid"]
     assert strict["validity"]["reasons"][0] == (

@@ -51,7 +51,7 @@ def _predicted_chat_ttft(records: list[dict]) -> float:
 
 @pytest.fixture(scope="module")
 def h100():
-    with serve_process(profile=PROFILE) as url:
+    with serve_process(["--model", "m"], profile=PROFILE) as url:
         yield url
 
 

@@ -15,5 +15,5 @@ from surgelab.server.process import ServerProcess
 
 @pytest.fixture(scope="session")
 def embedded() -> Iterator[ServerProcess]:
-    with ServerProcess(["--seed", "3"], profile="tiny") as server:
+    with ServerProcess(["--seed", "3", "--model", "ok"], profile="tiny") as server:  # the model scenario_for asks for
         yield server

@@ -95,7 +95,7 @@ def test_think_times_are_the_drawn_ones_and_change_with_the_seed(scenario_for):
 
 def test_a_failed_turn_ends_its_conversation(scenario_for, run, tmp_path):
     workload = {**WORKLOAD, "session": {"turns": 4, "think_time": 0.02}}
-    with ServerProcess(["--seed", "5", "--error-rate", "30%"], profile="tiny") as server:
+    with ServerProcess(["--seed", "5", "--error-rate", "30%", "--model", "ok"], profile="tiny") as server:
         s = scenario_for(
             server.base_url, load={"rate": 10, "arrival": "constant", "duration": "1.5s"}, workload=workload
         )

@@ -104,7 +104,7 @@ def test_history_cli_highlights_the_peak_and_names_regressions(db, cli) -> None:
 def test_monitor_once_against_the_embedded_server_then_history_and_score(tmp_path, cli) -> None:
     from surgelab.server.process import serve_process
 
-    with serve_process(profile="tiny") as url:
+    with serve_process(["--model", "m"], profile="tiny") as url:
         scenario = {
             "name": "hourly", "targets": [{"name": "a", "url": url, "model": "m"}, {"name": "b", "url": url, "model": "m"}],
             "load": {"concurrency": 1, "duration": "1s"}, "workload": {"prompt_tokens": 16, "output_tokens": 8},
@@ -132,3 +132,28 @@ def test_monitor_once_against_the_embedded_server_then_history_and_score(tmp_pat
     scored = cli("score", str(db), "--requirements", str(tmp_path / "r.yaml"), "--tz", "UTC")
     assert scored.returncode == 0, scored.stderr
     assert "weighted ranking" in scored.stdout and "100%" in scored.stdout
+
+
+def test_score_judges_the_peak_in_the_users_zone_whatever_the_machines(db, tmp_path, cli) -> None:
+    """'steady' is slow (4 s) at 01–02 UTC, 09–10 in Shanghai. The same history passed 'peak_p90 <= 3s'
+    or failed it by the zone of the machine that scored it; now the zone is the profile's (or --tz)."""
+    rules = "core_performance:\n  - {name: P90 at the morning peak, require: 'peak_p90 <= 3s', must: true}\n"
+    (tmp_path / "bare.yaml").write_text(rules)
+    (tmp_path / "shanghai.yaml").write_text("peak: {tz: Asia/Shanghai, hours: 9-11}\n" + rules)
+    db.close()
+    history = str(db.path)
+
+    def score(profile: str, *flags: str, machine: str = "UTC"):
+        return cli("score", f"steady={history}", "--requirements", str(tmp_path / profile), *flags, env={"TZ": machine})
+
+    bare = score("bare.yaml")
+    assert bare.returncode == 2 and "give their time zone in the requirement profile" in bare.stderr, bare.stderr
+    verdicts = {machine: score("shanghai.yaml", machine=machine).stdout for machine in ("UTC", "America/New_York")}
+    assert verdicts["UTC"] == verdicts["America/New_York"]  # the same verdicts on any machine
+    failure = "steady: P90 at the morning peak — measured 4 s, needs <= 3 s (worst day's mean P90 within 9–11 h Asia/Shanghai"
+    assert failure in " ".join(verdicts["UTC"].split())  # 4 s at the Shanghai morning peak, and the zone said
+    assert "steady: P90 at the morning peak" not in score("shanghai.yaml", "--tz", "UTC").stdout  # 1.5 s at 09–11 UTC
+    bad = tmp_path / "mars.yaml"
+    bad.write_text("peak: {tz: Mars/Olympus}\n" + rules)
+    refused = score("mars.yaml")
+    assert refused.returncode == 2 and "unknown time zone 'Mars/Olympus'" in refused.stderr

@@ -109,7 +109,7 @@ def test_score_a_real_run_and_probe_of_the_embedded_server(tmp_path, scenario_fo
     from surgelab.providers.probes import ProbeSettings, run_probes
     from surgelab.server.process import serve_process
 
-    with serve_process(["--error-rate", "20%"], profile="tiny") as lossy, serve_process(profile="tiny") as clean:
+    with serve_process(["--error-rate", "20%", "--model", "ok"], profile="tiny") as lossy, serve_process(profile="tiny") as clean:
         lossy_run = scenario_for(lossy, load={"rate": 40, "duration": "1s", "arrival": "constant"}, preflight=False)
         run(lossy_run, tmp_path / "lossy")  # 20 % of answers are errors: the pre-flight might meet one
         doc = run_async(

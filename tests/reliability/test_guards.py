@@ -144,7 +144,7 @@ def test_a_token_protects_serve_and_the_exporter(monkeypatch, scenario_for, tmp_
         assert _get(server.base_url + "/models") == 401
         assert _get(server.base_url + "/models", "wrong") == 401
         assert _get(server.base_url + "/models", "serve-token-0123456789") == 200
-        scenario = scenario_for(server.base_url, "tiny", target={"api_key_env": "SURGELAB_TEST_SERVE_TOKEN"})
+        scenario = scenario_for(server.base_url, "surgelab-tiny", target={"api_key_env": "SURGELAB_TEST_SERVE_TOKEN"})
         result = run_async(run_scenario(scenario, tmp_path / "run", api_key="serve-token-0123456789"))
         assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"] > 0
 

@@ -29,14 +29,14 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def tiny_server() -> Iterator[ServerProcess]:
-    with ServerProcess(["--seed", "7"], profile="tiny") as server:
+    with ServerProcess(["--seed", "7", "--model", "surgelab-test"], profile="tiny") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def h100_server() -> Iterator[ServerProcess]:
     """A server with realistic step times (Llama-3-8B on an H100): latencies far above loopback noise."""
-    with ServerProcess(["--seed", "7"], profile="llama3-8b-h100") as server:
+    with ServerProcess(["--seed", "7", "--model", "surgelab-test"], profile="llama3-8b-h100") as server:
         yield server
 
 

@@ -8,6 +8,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 
 from surgelab.report.model import REPORT_VERSION, build_report_data
@@ -260,3 +261,37 @@ def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgela
     assert charts["chart-plan-curve"]["points"] == [rows] * 3
     assert "planned" in page.inner_text("#plan-table") and plan["fleet"]["arithmetic"][0] in page.inner_text("#arithmetic")
     assert (out / "hpa.yaml").read_text().strip() in page.inner_text("main")
+
+
+def test_search_page_shows_the_winner_the_front_and_every_configuration(tmp_path, surgelab_cli, browser):
+    """``plan --search --out``: the winner's card equals search.json, the front is charted point for point,
+    every configuration is a row of the table, and the table sorts."""
+    scenario = {"name": "chat", "seed": 3, "target": {"url": "http://127.0.0.1:9/v1", "model": "m"},
+                "load": {"rate": 10, "duration": "15s", "warmup": "3s"},
+                "workload": {"prompt_tokens": 400, "output_tokens": 150}}  # fmt: skip
+    space = {"name": "page", "workload": "chat.yaml", "peak": 20, "slo": ["p99(ttft) < 500ms", "p99(e2e) < 5s"],
+             "model": "qwen2.5-7b", "gpus": {"h100": 2.49, "l40s": 0.99, "a100": 1.79}, "weights": ["bf16", "fp8"],
+             "replicas": {"min": 1, "max": 8}, "seeds": 1}  # fmt: skip
+    (tmp_path / "chat.yaml").write_text(yaml.safe_dump(scenario))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
+    out = tmp_path / "out"
+    done = surgelab_cli("plan", "--search", str(tmp_path / "space.yaml"), "--workers", "1", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((out / "search.json").read_text())
+    page = browser(offline=True).new_page()
+    page.goto((out / "search.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    winner = data["winner"]
+    assert page.inner_text("#card-winner .value") == winner["candidate"]["label"]
+    assert page.inner_text("#card-replicas .value") == str(winner["robust_replicas"])
+    charts = page.evaluate("window.SURGELAB_CHARTS")["chart-front"]
+    passing = [o for o in data["outcomes"] if o["status"] == "passed"]
+    assert charts["traces"][:2] == ["passing", "Pareto front"] and charts["traces"][-1] == "chosen"
+    assert charts["points"][0] + charts["points"][1] == len(passing) and charts["points"][1] == len(data["front"])
+    rows = page.locator("#search-table tr")
+    assert rows.count() == len(data["outcomes"]) + 1
+    page.locator("#search-table th", has_text="cost/h").click()
+    first = page.locator("#search-table tr").nth(1).inner_text()
+    cheapest = min(o["cost_per_hour"] for o in data["outcomes"] if o["cost_per_hour"] is not None)
+    assert f"{cheapest:.2f}" in first.replace(",", "")
+    assert "pools:" in page.inner_text("#fleet-file") and page.inner_text("#objective").startswith("Objective: p99(ttft) < 500ms")

@@ -14,20 +14,20 @@ USER = [{"role": "user", "content": "hi"}]
     [
         (CHAT, b"{not json", None),
         (CHAT, b"[1, 2]", None),
-        (CHAT, {"model": "m"}, "messages"),
-        (CHAT, {"model": "m", "messages": []}, "messages"),
-        (CHAT, {"model": "m", "messages": ["hi"]}, "messages[0]"),
-        (CHAT, {"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0]"),
-        (CHAT, {"model": "m", "messages": USER, "max_tokens": 0}, "max_tokens"),
-        (CHAT, {"model": "m", "messages": USER, "max_tokens": "ten"}, "max_tokens"),
-        (CHAT, {"model": "m", "messages": USER, "max_tokens": 3, "min_tokens": 9}, "min_tokens"),
-        (CHAT, {"model": "m", "messages": USER, "n": 2}, "n"),
-        (CHAT, {"model": "m", "messages": [{"role": "user", "content": ""}]}, "messages"),
-        (CHAT, {"model": "m", "messages": USER, "max_tokens": 40_000}, "max_tokens"),
-        ("/v1/completions", {"model": "m", "prompt": ["a", "b"]}, "prompt"),
-        ("/v1/completions", {"model": "m", "prompt": "word " * 33_000}, "max_tokens"),
-        ("/v1/embeddings", {"model": "m", "input": ""}, "input"),
-        ("/v1/embeddings", {"model": "m", "input": "x", "encoding_format": "hex"}, "encoding_format"),
+        (CHAT, {"model": "surgelab-tiny"}, "messages"),
+        (CHAT, {"model": "surgelab-tiny", "messages": []}, "messages"),
+        (CHAT, {"model": "surgelab-tiny", "messages": ["hi"]}, "messages[0]"),
+        (CHAT, {"model": "surgelab-tiny", "messages": [{"role": "user", "content": 5}]}, "messages[0]"),
+        (CHAT, {"model": "surgelab-tiny", "messages": USER, "max_tokens": 0}, "max_tokens"),
+        (CHAT, {"model": "surgelab-tiny", "messages": USER, "max_tokens": "ten"}, "max_tokens"),
+        (CHAT, {"model": "surgelab-tiny", "messages": USER, "max_tokens": 3, "min_tokens": 9}, "min_tokens"),
+        (CHAT, {"model": "surgelab-tiny", "messages": USER, "n": 2}, "n"),
+        (CHAT, {"model": "surgelab-tiny", "messages": [{"role": "user", "content": ""}]}, "messages"),
+        (CHAT, {"model": "surgelab-tiny", "messages": USER, "max_tokens": 40_000}, "max_tokens"),
+        ("/v1/completions", {"model": "surgelab-tiny", "prompt": ["a", "b"]}, "prompt"),
+        ("/v1/completions", {"model": "surgelab-tiny", "prompt": "word " * 33_000}, "max_tokens"),
+        ("/v1/embeddings", {"model": "surgelab-tiny", "input": ""}, "input"),
+        ("/v1/embeddings", {"model": "surgelab-tiny", "input": "x", "encoding_format": "hex"}, "encoding_format"),
     ],
 )
 def test_bad_requests_get_400_with_an_error_object(http, path, body, param):
@@ -42,5 +42,22 @@ def test_bad_requests_get_400_with_an_error_object(http, path, body, param):
 def test_the_sdk_raises_bad_request(tiny_server):
     sdk = openai.OpenAI(base_url=tiny_server.base_url, api_key="x", max_retries=0)
     with pytest.raises(openai.BadRequestError) as info:
-        sdk.chat.completions.create(model="m", messages=[], max_tokens=1)
+        sdk.chat.completions.create(model="surgelab-tiny", messages=[], max_tokens=1)
     assert "messages" in str(info.value)
+
+
+def test_a_model_the_server_does_not_serve_is_vllms_404(http):
+    """``surgelab serve`` answered any model name; vLLM answers 404 ``The model `x` does not exist.``"""
+    reply = http.post(CHAT, {"model": "gpt-4o", "messages": USER, "max_tokens": 1})
+    assert reply.status == 404
+    assert reply.json()["error"] == {"message": "The model `gpt-4o` does not exist.", "type": "NotFoundError",
+                                      "param": "model", "code": 404}  # fmt: skip
+    assert http.post("/v1/embeddings", {"model": "text-embedding-3-small", "input": "x"}).status == 404
+    assert http.post(CHAT, {"messages": USER, "max_tokens": 1}).status == 200  # no model: the one served
+    assert http.post(CHAT, {"model": 7, "messages": USER, "max_tokens": 1}).status == 400
+
+
+def test_the_sdk_raises_not_found_for_another_model(tiny_server):
+    sdk = openai.OpenAI(base_url=tiny_server.base_url, api_key="x", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="The model `gpt-4o` does not exist"):
+        sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=1)

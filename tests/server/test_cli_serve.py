@@ -73,7 +73,7 @@ def test_a_front_end_time_delays_each_request_once(tmp_path):
         "prefill_s_per_token: 1.0e-7\ndecode_base_s: 0.02\ns_per_kv_token: 0\nstep_overhead_s: 0\n"
         "request_overhead_s: 0.4\nkv_capacity_tokens: 100000\nmax_num_seqs: 64\nmax_batched_tokens: 4096\n"
     )
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "ignore_eos": True}
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "ignore_eos": True}
     with ServerProcess(profile=str(path)) as server:
         reply = Http(server.root_url).post("/v1/chat/completions", body)
     assert reply.status == 200

@@ -17,7 +17,6 @@ CHAT = "/v1/chat/completions"
 
 def body(max_tokens: int = 1, **extra):
     return {
-        "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
         "max_tokens": max_tokens,
         "ignore_eos": True,

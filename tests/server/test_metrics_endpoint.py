@@ -36,7 +36,7 @@ def test_metrics_parse_and_count_tokens_and_requests(http):
     before = scrape(http)
     for _ in range(3):
         reply = http.post(
-            "/v1/completions", {"model": "m", "prompt": "one two three", "max_tokens": 4, "ignore_eos": True}
+            "/v1/completions", {"model": "surgelab-tiny", "prompt": "one two three", "max_tokens": 4, "ignore_eos": True}
         )
         assert reply.status == 200
     after = scrape(http)
@@ -58,7 +58,7 @@ def test_a_repeated_system_prompt_hits_the_prefix_cache(http):
     before = scrape(http)
     for i in range(3):
         messages = [{"role": "system", "content": system}, {"role": "user", "content": f"question {i}"}]
-        assert http.post("/v1/chat/completions", {"model": "m", "messages": messages, "max_tokens": 1}).status == 200
+        assert http.post("/v1/chat/completions", {"model": "surgelab-tiny", "messages": messages, "max_tokens": 1}).status == 200
     after = scrape(http)
     hits = after["vllm:prefix_cache_hits_total"][""] - before["vllm:prefix_cache_hits_total"][""]
     assert hits == 2 * 18 * 16

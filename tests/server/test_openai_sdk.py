@@ -27,7 +27,7 @@ def prompt_count(messages) -> int:
 
 
 def test_chat_completion(sdk):
-    reply = sdk.chat.completions.create(model="any", messages=MESSAGES, max_tokens=12, extra_body={"ignore_eos": True})
+    reply = sdk.chat.completions.create(model="surgelab-tiny", messages=MESSAGES, max_tokens=12, extra_body={"ignore_eos": True})
     assert reply.object == "chat.completion" and reply.model == "surgelab-tiny"
     choice = reply.choices[0]
     assert choice.message.role == "assistant" and choice.finish_reason == "length"
@@ -39,7 +39,7 @@ def test_chat_completion(sdk):
 def test_streaming_chat_with_usage_chunk(sdk):
     chunks = list(
         sdk.chat.completions.create(
-            model="any",
+            model="surgelab-tiny",
             messages=MESSAGES,
             max_completion_tokens=9,
             stream=True,
@@ -58,13 +58,13 @@ def test_streaming_chat_with_usage_chunk(sdk):
 
 def test_text_completion_streamed_and_whole(sdk):
     whole = sdk.completions.create(
-        model="any", prompt="Once upon a time", max_tokens=5, extra_body={"ignore_eos": True}
+        model="surgelab-tiny", prompt="Once upon a time", max_tokens=5, extra_body={"ignore_eos": True}
     )
     assert whole.object == "text_completion" and whole.usage.completion_tokens == 5
     assert whole.usage.prompt_tokens == TOKENIZER.count("Once upon a time")
     chunks = list(
         sdk.completions.create(
-            model="any",
+            model="surgelab-tiny",
             prompt="Once upon a time",
             max_tokens=5,
             stream=True,
@@ -77,13 +77,13 @@ def test_text_completion_streamed_and_whole(sdk):
 
 
 def test_without_include_usage_no_usage_chunk(sdk):
-    chunks = list(sdk.chat.completions.create(model="any", messages=MESSAGES, max_tokens=3, stream=True))
+    chunks = list(sdk.chat.completions.create(model="surgelab-tiny", messages=MESSAGES, max_tokens=3, stream=True))
     assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
 
 
 def test_embeddings_float_and_base64(sdk):
-    default = sdk.embeddings.create(model="any", input=["first text", "second one"])  # base64
-    plain = sdk.embeddings.create(model="any", input=["first text", "second one"], encoding_format="float")
+    default = sdk.embeddings.create(model="surgelab-tiny", input=["first text", "second one"])  # base64
+    plain = sdk.embeddings.create(model="surgelab-tiny", input=["first text", "second one"], encoding_format="float")
     assert [d.index for d in default.data] == [0, 1]
     assert default.usage.prompt_tokens == TOKENIZER.count("first text") + TOKENIZER.count("second one")
     for a, b in zip(default.data, plain.data, strict=True):

@@ -34,7 +34,7 @@ def test_client_disconnect_mid_stream_frees_the_engine():
     with ServerProcess(profile="llama3-8b-h100") as server:
 
         async def run() -> str:
-            body = {"model": "m", "prompt": "go", "max_tokens": 2000, "ignore_eos": True, "stream": True}
+            body = {"prompt": "go", "max_tokens": 2000, "ignore_eos": True, "stream": True}
             async with aiohttp.ClientSession() as session:
                 async with session.post(server.base_url + "/completions", json=body) as reply:
                     await reply.content.readuntil(b"\n\n")

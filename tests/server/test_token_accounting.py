@@ -11,7 +11,7 @@ CHAT = "/v1/chat/completions"
 
 
 def chat(messages, **extra):
-    return {"model": "m", "messages": messages, **extra}
+    return {"model": "surgelab-tiny", "messages": messages, **extra}
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -60,9 +60,9 @@ def test_prompt_tokens_are_the_tokenizer_count_of_every_text_part(http):
     reply = http.post(CHAT, chat(messages, max_tokens=2))
     assert reply.json()["usage"]["prompt_tokens"] == expected
     prompt = "Tokenise me: naïve café, 3.14159 and __init__."
-    reply = http.post("/v1/completions", {"model": "m", "prompt": prompt, "max_tokens": 1})
+    reply = http.post("/v1/completions", {"model": "surgelab-tiny", "prompt": prompt, "max_tokens": 1})
     assert reply.json()["usage"]["prompt_tokens"] == TOKENIZER.count(prompt)
-    reply = http.post("/v1/completions", {"model": "m", "prompt": [5, 6, 7], "max_tokens": 1})
+    reply = http.post("/v1/completions", {"model": "surgelab-tiny", "prompt": [5, 6, 7], "max_tokens": 1})
     assert reply.json()["usage"]["prompt_tokens"] == 3
 
 
@@ -93,13 +93,13 @@ def test_max_completion_tokens_wins_over_max_tokens(http):
 def test_tokenize_counts_as_the_completions_do(http):
     """vLLM's /tokenize, so clients can calibrate: the same count the chat usage reports."""
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": " baba bebe, hello world!"}]
-    counted = http.post("/tokenize", {"model": "m", "messages": messages, "return_token_strs": True}).json()
+    counted = http.post("/tokenize", {"model": "surgelab-tiny", "messages": messages, "return_token_strs": True}).json()
     usage = http.post(CHAT, chat(messages, max_tokens=1)).json()["usage"]
     assert counted["count"] == usage["prompt_tokens"] == len(counted["tokens"]) == len(counted["token_strs"])
     assert "".join(counted["token_strs"]) == "be brief baba bebe, hello world!"
-    prompt = http.post("/tokenize", {"model": "m", "prompt": " baba bebe"}).json()
+    prompt = http.post("/tokenize", {"model": "surgelab-tiny", "prompt": " baba bebe"}).json()
     assert prompt["count"] == 2 and "token_strs" not in prompt
-    assert http.post("/tokenize", {"model": "m"}).status == 400
+    assert http.post("/tokenize", {"model": "surgelab-tiny"}).status == 400
 
 
 def test_a_client_learns_that_this_server_counts_as_the_builtin_tokenizer(tiny_server):
@@ -107,5 +107,5 @@ def test_a_client_learns_that_this_server_counts_as_the_builtin_tokenizer(tiny_s
     from surgelab.client.tokenize import learn_tokenizer
     from surgelab.scenario.model import Target
 
-    learned = run_async(learn_tokenizer(Target(url=tiny_server.root_url + "/v1", model="m"), {}))
+    learned = run_async(learn_tokenizer(Target(url=tiny_server.root_url + "/v1", model="surgelab-tiny"), {}))
     assert learned.builtin_agrees, learned.note

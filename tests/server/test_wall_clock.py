@@ -32,7 +32,7 @@ def test_latency_follows_the_profiles_step_times():
     async def run() -> list:
         async with async_serve_process(profile="llama3-8b-h100") as base_url:
             root = base_url.removesuffix("/v1")
-            body = {"model": "m", "prompt": "go", "max_tokens": 120, "ignore_eos": True}
+            body = {"prompt": "go", "max_tokens": 120, "ignore_eos": True}
             return await asyncio.to_thread(burst, root, "/v1/completions", [body] * 16)
 
     tries = []

@@ -38,7 +38,7 @@ def test_simulated_matches_measured_e2e(tmp_path):
     workload = {"prompt_tokens": {"dist": "uniform", "min": 100, "max": 600}, "output_tokens": 64}
     simulated: dict = {}
     for attempt in range(3):  # a fresh server each time: its prefix cache would remember the prompts
-        with serve_process(profile=PROFILE) as url:
+        with serve_process(["--model", "m"], profile=PROFILE) as url:
             real_scenario = scenario(load, workload=workload, seed=7, target={"url": url, "model": "m"})
             measured = asyncio.run(run_scenario(real_scenario, tmp_path / f"real-{attempt}")).summary
         simulated = (

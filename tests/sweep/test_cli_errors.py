@@ -70,6 +70,8 @@ def test_plan_bad_input(cli, args, needle):
         (["--start", "10", "--max", "5"], "must be >= start"),
         (["--max-error-rate", "lots"], "--max-error-rate"),
         (["--stop-when", "p99(ttft) >> 2s"], "stop_when"),
+        (["--ramp-up", "20s", "--settle", "5s"], "ramp_up (20s) must not exceed settle (5s)"),
+        (["--mode", "rate", "--ramp-up", "1s"], "it needs mode concurrency"),
     ],
 )
 def test_sweep_bad_input(cli, scenario, tmp_path, extra, needle):

@@ -108,3 +108,16 @@ def test_batch_speedup_is_the_seeds_ratio_and_sits_beside_the_throughput_gain():
     assert batch[80]["speedup"] == pytest.approx(math.log2(81))
     assert batch[80]["throughput_gain"] == pytest.approx(10143.8 / 20, rel=1e-4)
     assert batch[1] == {"level": 1, "speedup": 1.0, "throughput_gain": 1.0}
+
+
+def test_each_level_of_users_starts_over_the_ramp_up():
+    """``--ramp-up``: every steady level spreads its users' start; the breaking shape keeps its own."""
+    from surgelab.scenario.loader import build_scenario
+    from surgelab.sweep.runner import level_scenario
+
+    base = build_scenario({"target": {"url": "http://127.0.0.1:1/v1", "model": "m"}, "load": {"concurrency": 1}})
+    config = SweepConfig(mode="concurrency", ramp_up=4, settle=5)
+    assert level_scenario(base, config, 800, 20.0, 5.0, "level").load.ramp_up == 4.0
+    assert level_scenario(base, SweepConfig(mode="concurrency"), 800, 20.0, 5.0, "level").load.ramp_up == 0.0
+    shape = {"type": "step", "start": 10, "step": 10, "hold": "5s", "max": 20}
+    assert level_scenario(base, config, shape, 20.0, 0.0, "break").load.ramp_up == 0.0

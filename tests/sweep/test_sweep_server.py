@@ -27,7 +27,7 @@ PROFILE = {
 }  # fmt: skip
 SCENARIO = {
     "name": "sweep-test",
-    "target": {"url": "http://127.0.0.1:9/v1", "model": "m"},
+    "target": {"url": "http://127.0.0.1:9/v1", "model": "sweep-model"},  # the model the profile serves
     "load": {"concurrency": 1},
     "workload": {"prompt_tokens": 32, "output_tokens": 32},
     "slo": {"ttft": "100ms"},

@@ -49,7 +49,7 @@ def exporter_site() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def embedded() -> Iterator[str]:
-    with serve_process(["--max-num-seqs", "4"], profile="llama2-7b-a10") as url:
+    with serve_process(["--max-num-seqs", "4", "--model", "m"], profile="llama2-7b-a10") as url:
         yield url
 
 

@@ -25,7 +25,7 @@ def _soak(url: str, scenario_for, run, tmp_path, name: str) -> dict:
 
 @pytest.mark.parametrize("leak", [0, 512 * 1024])
 def test_a_leaking_server_is_called_leak_like_and_a_steady_one_is_not(leak, scenario_for, run, tmp_path) -> None:
-    with serve_process(["--leak-per-request", str(leak)], profile="tiny") as url:
+    with serve_process(["--leak-per-request", str(leak), "--model", "ok"], profile="tiny") as url:
         summary = _soak(url, scenario_for, run, tmp_path, f"leak-{leak}")
     memory = summary["trends"]["server_memory:engine"]
     assert memory["points"] >= 8

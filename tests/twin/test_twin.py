@@ -26,7 +26,7 @@ TRUTH = {
 def truth_server(tmp_path_factory):
     path = tmp_path_factory.mktemp("truth") / "truth.yaml"
     path.write_text(yaml.safe_dump(TRUTH))
-    with ServerProcess(profile=str(path)) as server:
+    with ServerProcess(["--model", "m"], profile=str(path)) as server:
         yield server.base_url
 
 

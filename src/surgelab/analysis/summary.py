@@ -22,6 +22,7 @@ from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcomes_of, ttft_values
 from surgelab.analysis.slo import FIRST_TOKEN_KINDS, kinds_of, meets_slo
+from surgelab.analysis.start_burst import start_burst
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
 from surgelab.analysis.token_counts import uncounted_tokens_warning
@@ -159,6 +160,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     validity = _validity(
         lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
     )
+    validity["start_burst"] = start_burst(c, ~c.warmup, scenario.validity.max_lag_p99, scenario)
     if warmup_only:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from surgelab.cli import app
 from surgelab.cli.common import (
+    EXIT_INVALID,
     fail,
     inputs_or_exit,
     load_or_exit,
@@ -88,10 +89,14 @@ def calibrate(
     start: float = typer.Option(100.0, help="First rate tried (req/s)."),
     show: bool = typer.Option(False, "--show", help="Print the cached figure without measuring."),
 ) -> None:
-    """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it."""
+    """Measure this machine's load-generation ceiling (streaming, zero-delay server) and cache it.
+
+    A failing rate is tried 3 times; nothing is cached when the rates that failed ran on a machine
+    busy with other processes (exit 3), since the figure would be their load, not the client's limit.
+    """
     from surgelab.runner.headroom import cache_path, load_calibration, save_calibration
-    from surgelab.sweep.calibrate import find_ceiling
-    from surgelab.testing.process import scripted_server
+    from surgelab.sweep.calibrate import find_ceiling, loaded_failures
+    from surgelab.testing.process import ScriptedServerProcess
 
     console = Console()
     if show:
@@ -105,11 +110,26 @@ def calibrate(
 
     def report(level) -> None:
         mark = "ok " if level.sustained else "no "
-        console.print(f"  {mark} {level.rate:8.0f} req/s → {level.achieved:8.1f} achieved, lag p99 {level.lag_p99_ms:6.2f} ms")
+        others = f", others {level.other_cores:.2f} of {level.cpus} cores" if level.other_cores is not None else ""
+        console.print(
+            f"  {mark} {level.rate:8.0f} req/s → {level.achieved:8.1f} achieved, lag p99 {level.lag_p99_ms:6.2f} ms{others}"
+        )
 
     console.print(f"calibrating with {workers} worker(s) against a zero-delay streaming server on 127.0.0.1 …")
-    with scripted_server(lean=True) as url:  # the lean server: its cost per request is a fifth of the scripted one's
-        ceiling, levels = find_ceiling(url, workers, seconds, start, on_level=report)
+    with ScriptedServerProcess(lean=True) as server:  # the lean server: its cost per request is a fifth of the scripted one's
+        pid = server.process.pid if server.process else None
+        ceiling, levels = find_ceiling(server.base_url, workers, seconds, start, on_level=report, server_pid=pid)
+    loaded = loaded_failures(levels)
+    if loaded:
+        rates = ", ".join(f"{r:.0f}" for r in dict.fromkeys(lv.rate for lv in loaded))
+        busiest = max(loaded, key=lambda lv: lv.other_cores or 0.0)
+        steal = f", {busiest.steal_cores:.2f} of them stolen by the hypervisor" if (busiest.steal_cores or 0) >= 0.01 else ""
+        console.print(
+            f"not cached: the rates that failed ({rates} req/s) ran while other processes used up to "
+            f"{busiest.other_cores:.2f} of {busiest.cpus} cores{steal}, beside the client and the server — "
+            f"{ceiling:.0f} req/s would be that load, not the client's ceiling; calibrate again when the machine is quiet"
+        )
+        raise typer.Exit(EXIT_INVALID)
     save_calibration(workers, ceiling, levels)
     console.print(f"client ceiling: [bold]{ceiling:.0f} req/s[/] with {workers} worker(s) (cached in {cache_path()})")
 
@@ -126,7 +146,12 @@ def plan(
         None, help="Re-judge the sweep with this SLO, e.g. 'p99(ttft) < 500ms' (repeatable)."
     ),
     max_error_rate: str | None = typer.Option(None, help="Re-judge the sweep with this error-rate limit."),
-    safety: float = typer.Option(0.7, help="Fraction of the SLA capacity used at the peak (0.7 = 30% headroom)."),
+    safety: float | None = typer.Option(
+        None, help="Fraction of the SLA capacity used at the peak (default 0.7 = 30% headroom)."
+    ),
+    cushion: float | None = typer.Option(
+        None, help="Or: plan for this multiple of the peak (the seeds' 1.2 × is --safety 1/1.2, exactly)."
+    ),
     spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
     gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
     gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
@@ -217,6 +242,11 @@ def plan(
             source += f"; simulated {simulated:.4g} req/s ÷ (1 + {error.e2e:g} %), the engine model's slow end"
             console.print(f"engine model: {error.describe()}", highlight=False, soft_wrap=True)
     assert capacity is not None
+    if cushion is not None and safety is not None:
+        raise fail("give --safety or --cushion, not both (a cushion of 1.2 is a safety of 1 ÷ 1.2)")
+    if cushion is not None and not cushion >= 1:
+        raise fail(f"--cushion: a multiple of the peak, >= 1 (1.2 plans for 1.2 × the peak), got {cushion:g}")
+    safety = 1 / cushion if cushion is not None else (0.7 if safety is None else safety)
     inputs = FleetInputs(
         peak=forecast.rate, capacity=capacity, safety=safety, spares=spares, gpus_per_instance=gpus_per_instance,
         gpu_hour_cost=gpu_hour_cost, peak_cv=peak_cv,

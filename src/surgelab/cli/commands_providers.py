@@ -38,13 +38,12 @@ def _seconds(value: str, flag: str) -> float:
 
 
 def _peak(value: str) -> tuple[int, int]:
+    from surgelab.providers.requirements import parse_hours
+
     try:
-        start, end = (int(x) for x in value.split("-"))
-    except ValueError:
-        raise fail(f"--peak: expected hours such as 9-11, got {value!r}") from None
-    if not 0 <= start < end <= 24:
-        raise fail(f"--peak: hours must satisfy 0 <= start < end <= 24, got {value!r}")
-    return start, end
+        return parse_hours(value)
+    except ValueError as exc:
+        raise fail(f"--peak: {exc}") from None
 
 
 def _prices(scenario_file: Path | None) -> dict[str, Any]:
@@ -194,8 +193,8 @@ def score_command(
     requirements: Path = typer.Option(..., help="Requirement profile (YAML)."),
     history: Path | None = typer.Option(None, help="Monitoring history (surgelab monitor --db)."),
     scenario: Path | None = typer.Option(None, help="Scenario whose targets[].price gives cost_per_mtok."),
-    tz: str | None = typer.Option(None, help="History: time zone of the peak hours (default: this machine's)."),
-    peak: str = typer.Option("9-11", help="History: peak hours, start-end."),
+    tz: str | None = typer.Option(None, help="History: the users' time zone for the peak hours (default: the profile's peak.tz)."),
+    peak: str | None = typer.Option(None, help="History: peak hours, start-end (default: the profile's peak.hours, else 9-11)."),
     out: Path | None = typer.Option(None, help="Write the matrix and ranking as JSON."),
 ) -> None:
     """Pass/fail matrix and weighted ranking of targets against a requirement profile; each failure explained."""
@@ -207,7 +206,10 @@ def score_command(
 
     try:
         profile = load_requirements(requirements)
-        evidence = collect(inputs, history, {"tz": tz, "peak": _peak(peak)})
+        zone = tz or (profile.peak.tz if profile.peak else None)
+        hours = _peak(peak) if peak else (profile.peak.span if profile.peak else (9, 11))
+        needs_zone = any(r.metric == "peak_p90" for r in profile.requirements())
+        evidence = collect(inputs, history, {"tz": zone, "peak": hours}, zone_required=needs_zone)
     except (RequirementError, EvidenceError, HistoryError) as exc:
         raise fail(str(exc)) from None
     if not evidence:

@@ -45,7 +45,7 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
         "name": "name", "seed": "seed", "url": "target.url", "model": "target.model",
         "endpoint": "target.endpoint", "stream": "target.stream", "api_key_env": "target.api_key_env",
         "connection": "target.connection", "rate": "load.rate", "arrival": "load.arrival",
-        "cv": "load.cv", "concurrency": "load.concurrency", "think_time": "load.think_time",
+        "cv": "load.cv", "concurrency": "load.concurrency", "think_time": "load.think_time", "ramp_up": "load.ramp_up",
         "duration": "load.duration", "warmup": "load.warmup", "max_in_flight": "load.max_in_flight",
         "grace": "load.grace", "prompt_tokens": "workload.prompt_tokens",
         "max_tokens": "workload.output_tokens", "out": "output.dir", "preflight": "preflight",
@@ -58,6 +58,7 @@ def _overrides(**flags: Any) -> dict[str, tuple[str, Any]]:
         result[paths[key]] = ("--" + key.replace("_", "-"), str(value) if isinstance(value, Path) else value)
     if flags.get("rate") is not None:
         result["load.concurrency"] = ("--rate", None)
+        result.setdefault("load.ramp_up", ("--rate", 0.0))  # a file's closed-loop ramp does not apply to an open loop
     if flags.get("concurrency") is not None:
         result["load.rate"] = ("--concurrency", None)
     return result
@@ -93,6 +94,9 @@ def run(
     arrival: str | None = typer.Option(None, help="Open loop arrivals: constant, poisson or gamma."),
     cv: float | None = typer.Option(None, help="Gamma arrivals: coefficient of variation."),
     think_time: str | None = typer.Option(None, help="Closed loop: think time between requests, e.g. 2s."),
+    ramp_up: str | None = typer.Option(
+        None, help="Closed loop: users start evenly spread over this time, e.g. 10s (default: all at once)."
+    ),
     duration: str | None = typer.Option(None, help="How long to send, e.g. 30s or 5m."),
     warmup: str | None = typer.Option(None, help="Initial period excluded from the summary."),
     prompt_tokens: int | None = typer.Option(None, help="Prompt length in tokens."),
@@ -158,7 +162,7 @@ def run(
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
-        cv=cv, think_time=think_time, duration=duration, warmup=warmup, prompt_tokens=prompt_tokens,
+        cv=cv, think_time=think_time, ramp_up=ramp_up, duration=duration, warmup=warmup, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens, max_in_flight=max_in_flight, grace=grace, stream=stream,
         connection=connection, api_key_env=api_key_env, seed=seed, name=name, out=out, preflight=preflight, ca_cert=ca_cert,
         client_cert=client_cert, client_key=client_key, server_name=server_name, insecure=insecure, proxy=proxy,

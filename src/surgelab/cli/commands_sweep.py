@@ -77,6 +77,9 @@ def sweep(
     refine: int = typer.Option(3, help="Adaptive: extra levels around the coarse knee."),
     hold: str = typer.Option("60s", help="Measured time per level."),
     settle: str = typer.Option("10s", help="Time at the start of each level excluded from its statistics."),
+    ramp_up: str = typer.Option(
+        "0s", help="Users of each level start evenly spread over this time (at most --settle); default all at once."
+    ),
     warmup: str = typer.Option("30s", help="Load at the first level before the sweep (not reported); 0 to skip."),
     max_error_rate: str = typer.Option("5%", help="Stop after a level with a higher error rate."),
     slo_multiple: float = typer.Option(3.0, help="Stop after a level whose P99 exceeds this multiple of an SLO."),
@@ -146,6 +149,7 @@ def sweep(
             mode=mode or ("rate" if base.load.mode == "open" else "concurrency"),
             spacing=spacing, levels=_levels(levels), start=start, step=step, factor=factor, max=max_level,
             max_levels=max_levels, refine=refine, hold=seconds_option(hold, "--hold"), settle=seconds_option(settle, "--settle"),
+            ramp_up=seconds_option(ramp_up, "--ramp-up"),
             warmup=seconds_option(warmup, "--warmup"), sla_percentile=sla_percentile,
             sla_max_error_rate=ratio_option(sla_max_error_rate, "--sla-max-error-rate"),
             stop=StopRules(
@@ -165,6 +169,8 @@ def sweep(
     console = Console()
     say = (lambda _m: None) if quiet else (lambda m: console.print(m, highlight=False))
     args = ["--max-num-seqs", str(max_num_seqs)] if max_num_seqs is not None else []
+    if base.target.model:  # the embedded server stands in for the scenario's target: it serves that model name
+        args += ["--model", base.target.model]
     with _maybe_serve(serve, args) as served_url:
         if served_url is not None:
             base = load_or_exit(scenario_file, {**overrides, "target.url": ("--serve", served_url)})

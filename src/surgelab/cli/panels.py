@@ -20,8 +20,8 @@ TARGET, LOAD, WORKLOAD, OUTPUT, GUARDS, OTHER = (
 RUN_PANELS: dict[str, str] = {
     **dict.fromkeys(("url", "model", "endpoint", "stream", "connection", "api_key_env", "ca_cert", "client_cert",
                      "client_key", "server_name", "insecure", "proxy", "follow_redirects"), TARGET),  # fmt: skip
-    **dict.fromkeys(("rate", "concurrency", "arrival", "cv", "think_time", "duration", "warmup", "max_in_flight",
-                     "grace", "workers", "ray"), LOAD),  # fmt: skip
+    **dict.fromkeys(("rate", "concurrency", "arrival", "cv", "think_time", "ramp_up", "duration", "warmup",
+                     "max_in_flight", "grace", "workers", "ray"), LOAD),  # fmt: skip
     **dict.fromkeys(("prompt_tokens", "max_tokens", "seed", "set_"), WORKLOAD),
     **dict.fromkeys(("name", "out", "quiet", "scrape", "dashboard", "dashboard_port", "dashboard_token",
                      "prometheus_port", "prometheus_host", "prometheus_token_env"), OUTPUT),  # fmt: skip

@@ -15,10 +15,15 @@ A response on a new connection carries the time its connection took (``connect_n
 Keep-alive with servers as they are: a pooled connection is handed out only while the server
 has not closed it (checked on the socket itself, not only through the event loop), its
 ``Keep-Alive: timeout=…, max=…`` allows another request, and the answer did not say
-``Connection: close``. Closing an idle connection races with sending on it, and no check
-closes that race: a request that fails on a *reused* connection before a single byte of its
-answer arrived is sent once more on a new connection (``Response.resent``), as browsers and
-Go's ``net/http`` do. A fresh connection's failure is always the request's.
+``Connection: close``. A request is never sent twice once its bytes were written: a
+connection that closes before a byte of the answer may have carried the request to a server
+that then died, or been cut by the network, and a load test must count that (RFC 9112 §9.3.1
+forbids retrying a non-idempotent request automatically; Go's ``net/http``, aiohttp and httpx
+do not resend a POST either). So on a reused connection it is the request's
+``ServerDisconnected``, its message naming the reuse (a server's idle close can also cross a
+request in flight; ``target.retry`` on ``connection_error`` retries such requests, visibly).
+Only a pooled connection found closed before anything was written is replaced, and the
+request sent on a new one (``Response.resent``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ _HIGH_WATER = 1 << 20  # bytes buffered before reading from the socket pauses
 _FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encoding", b"keep-alive"))
 _KEEP_ALIVE_PARAM = re.compile(rb"(timeout|max)\s*=\s*(\d+)", re.I)
 _IDLE_MARGIN_S = 0.5  # give up on an idle connection this long before the server's announced timeout
+_REUSED_CLOSED = "reused connection: a drop, or its idle close crossed the request"
 
 
 class ConnectTimeout(Exception):
@@ -327,28 +333,39 @@ class Response:
 class _Exchange:
     """``async with pool.request(...) as response``: sends on enter, releases the connection on exit."""
 
-    __slots__ = ("_pool", "_endpoint", "_method", "_request", "_conn", "_response")
+    __slots__ = ("_pool", "_endpoint", "_method", "_request", "_conn", "_response", "_written")
 
     def __init__(self, pool: HttpPool, endpoint: _Endpoint, method: str, request: bytes) -> None:
         self._pool, self._endpoint, self._method, self._request = pool, endpoint, method, request
         self._conn: _Connection | None = None
         self._response: Response | None = None
+        self._written = False
 
     async def __aenter__(self) -> Response:
         conn = await self._pool.acquire(self._endpoint)
         try:
-            return await self._send(conn)
-        except (ServerDisconnected, ConnectionError) as exc:
-            response = self._response
-            if conn.exchanges == 1 and conn.tls_ns is not None and (response is None or not response.received):
-                raise ServerDisconnected(f"{exc}: {TLS_CLOSED}") from None
-            if not conn.exchanges > 1 or response is None or response.received:
-                raise  # a new connection's failure, or the server had begun to answer: the request's own
-            self._pool.release(self._endpoint, conn, keep=False)
-            conn = await self._pool.connect(self._endpoint)
-            response = await self._send(conn)
+            try:
+                return await self._send(conn)
+            except (ServerDisconnected, ConnectionError) as exc:
+                response = self._response
+                unanswered = response is None or not response.received
+                if conn.exchanges == 1 and conn.tls_ns is not None and unanswered:
+                    raise ServerDisconnected(f"{exc}: {TLS_CLOSED}") from None
+                if conn.exchanges > 1 and unanswered and self._written:
+                    raise ServerDisconnected(f"{exc} ({_REUSED_CLOSED})") from None
+                if conn.exchanges == 1 or self._written:
+                    raise  # a new connection's failure, or the server had begun to answer: the request's own
+            self._pool.release(self._endpoint, conn, keep=False)  # nothing went out on it: send on a new one
+            self._conn = None
+            response = await self._send(await self._pool.connect(self._endpoint))
             response.resent = True
             return response
+        except BaseException:  # failed, timed out or cancelled before the caller got the response: never pooled
+            if self._conn is not None:
+                self._conn.response = None
+                self._pool.release(self._endpoint, self._conn, keep=False)
+                self._conn = None
+            raise
 
     async def _send(self, conn: _Connection) -> Response:
         self._conn = conn
@@ -360,6 +377,7 @@ class _Exchange:
         if not conn.reusable:
             raise ServerDisconnected("server closed the connection before the request was sent")
         conn.transport.write(self._request)  # type: ignore[union-attr]
+        self._written = True
         await response.wait_headers()
         return response
 

@@ -97,9 +97,14 @@ def _get(found: dict[str, TargetEvidence], name: str) -> TargetEvidence:
 
 
 def collect(
-    inputs: list[str], history: Path | None = None, history_options: dict[str, Any] | None = None
+    inputs: list[str], history: Path | None = None, history_options: dict[str, Any] | None = None,
+    zone_required: bool = False,
 ) -> dict[str, TargetEvidence]:
-    """Evidence per target from ``[NAME=]PATH`` inputs (and a history database, read with ``history_options``)."""
+    """Evidence per target from ``[NAME=]PATH`` inputs (and a history database, read with ``history_options``).
+
+    A history's peak hours are read in ``history_options["tz"]``; without one they are UTC's, and
+    when ``zone_required`` (a requirement judges ``peak_p90``) that is an error: the machine's
+    own zone would make the verdict depend on where it was scored."""  # fmt: skip
     found: dict[str, TargetEvidence] = {}
     for spec in inputs:
         name, _, raw = spec.rpartition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
@@ -133,8 +138,16 @@ def collect(
                 f"{spec}: not a run directory, compare directory, probe .json, declared-facts .yaml or history .sqlite"
             )
     if history is not None:
+        options = dict(history_options or {})
+        if options.get("tz") is None:
+            if zone_required:
+                raise EvidenceError(
+                    f"{history}: peak_p90 is judged at the users' peak hours: give their time zone in the requirement "
+                    "profile (peak: {tz: Asia/Shanghai, hours: 9-11}) or with --tz"
+                )
+            options["tz"] = "UTC"
         with History(history, create=False) as db:
-            for target, metrics in history_metrics(db, **(history_options or {})).items():
+            for target, metrics in history_metrics(db, **options).items():
                 for metric, measured in metrics.items():
                     _get(found, target).add(metric, measured)
     return found

@@ -19,6 +19,7 @@ import operator
 import re
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -28,7 +29,10 @@ from surgelab.scenario.loader import describe_error, line_of
 from surgelab.units import parse_duration, parse_ratio
 from surgelab.yamlfile import read_yaml
 
-__all__ = ["METRICS", "GROUPS", "Requirement", "RequirementProfile", "RequirementError", "load_requirements"]
+__all__ = [
+    "METRICS", "GROUPS", "PeakHours", "Requirement", "RequirementProfile", "RequirementError", "load_requirements",
+    "parse_hours",
+]  # fmt: skip
 
 # Non-load metrics: name -> (unit, where the value comes from, what it means).
 METRICS: dict[str, tuple[str, str, str]] = {
@@ -156,12 +160,47 @@ def _value(unit: str, raw: str, expr: str) -> float:
         raise ValueError(f"{expr!r}: {exc}") from None
 
 
+def parse_hours(text: str) -> tuple[int, int]:
+    """``9-11`` → (9, 11): whole hours of the day, 0 <= start < end <= 24."""
+    try:
+        start, end = (int(x) for x in str(text).split("-"))
+    except ValueError:
+        raise ValueError(f"expected hours such as 9-11, got {text!r}") from None
+    if not 0 <= start < end <= 24:
+        raise ValueError(f"hours must satisfy 0 <= start < end <= 24, got {text!r}")
+    return start, end
+
+
+class PeakHours(BaseModel):
+    """The users' peak: hours of the day in their time zone, so that ``peak_p90`` is the same
+    verdict on whichever machine scores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tz: str = Field(description="IANA time zone of the users, e.g. Asia/Shanghai or UTC.")
+    hours: str = Field("9-11", description="Peak hours, start-end.")
+
+    @model_validator(mode="after")
+    def _valid(self) -> PeakHours:
+        try:
+            ZoneInfo(self.tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {self.tz!r} (an IANA name such as UTC or Asia/Shanghai)") from None
+        parse_hours(self.hours)
+        return self
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return parse_hours(self.hours)
+
+
 class RequirementProfile(BaseModel):
-    """The four groups of the seed; each a list of requirements (all optional)."""
+    """The four groups of the seed; each a list of requirements (all optional), and the users' peak hours."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = "requirements"
+    peak: PeakHours | None = None
     core_performance: list[Requirement] = Field(default_factory=list)
     business_fit: list[Requirement] = Field(default_factory=list)
     architecture_compatibility: list[Requirement] = Field(default_factory=list)
@@ -211,6 +250,7 @@ def load_requirements(path: str | Path) -> RequirementProfile:
             message = describe_error(error)
             if error["type"] == "extra_forbidden":
                 line = _key_line(root, loc) or line
-                message = f"unknown field (groups: {', '.join(GROUPS)}; a requirement has require, name, weight, must)"
+                message = (f"unknown field (groups: {', '.join(GROUPS)}, and peak: {{tz, hours}}; a requirement has "
+                           "require, name, weight, must)")  # fmt: skip
             lines.append(f"{path}:{line}: {where or 'requirements'}: {message}")
         raise RequirementError(lines) from None

@@ -176,7 +176,7 @@ def history_metrics(db: History, **options: Any) -> dict[str, dict[str, Measured
         cv = f"CV of output tokens/s over {t.samples} rounds, {span}"
         if t.volatility is None:
             cv = f"a CV needs at least 2 rounds with throughput; {t.samples} in {span}"
-        at_peak = f"worst day's mean P90 within {peak} ({t.peak_day}), {span}"
+        at_peak = f"worst day's mean P90 within {peak} {report.tz} ({t.peak_day}), {span}"
         if t.peak_p90_ms is None:
             at_peak = f"no successful round within {peak} ({report.tz}) in {span}"
         out[t.target] = {

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.rundir import write_json
 from surgelab.metrics.store import RecordMeta
+from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.preflight import ready
 from surgelab.runner.run import RunResult, run_scenario, with_salt
 from surgelab.scenario.model import Scenario, Target
@@ -93,11 +93,8 @@ async def run_compare(
     first_key = os.environ.get(first.api_key_env) if first is not None and first.api_key_env else None
     scenario = await ready(scenario, first_key)  # every target checked; one tokenizer for all, learned from the first
     names = [t.name for t in scenario.targets or []]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
+    stop, hurry = asyncio.Event(), asyncio.Event()
+    interrupts = Interrupts(scenario, lambda _reason: stop.set(), hurry.set, enabled=handle_signals).install()
     recorders = {n: _Responses(run_dir / f"responses-{n}.jsonl") for n in names} if record_responses else {}
 
     async def one(name: str, tick: Any) -> RunResult:
@@ -105,7 +102,7 @@ async def run_compare(
         key = os.environ.get(target.api_key_env) if target.api_key_env else None
         observers = [recorders[name]] if name in recorders else []
         return await run_scenario(
-            _single(scenario, name), run_dir / name, api_key=key, stop_event=stop, observers=observers, on_tick=tick,
+            _single(scenario, name), run_dir / name, api_key=key, stop_event=stop, hurry_event=hurry, observers=observers, on_tick=tick,
             keep_text=record_responses,
         )  # fmt: skip
 
@@ -120,8 +117,7 @@ async def run_compare(
                     break
                 results[name] = await one(name, on_tick)
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
+        interrupts.remove()
         for recorder in recorders.values():
             recorder.close()
     index: dict[str, Any] = {"targets": names, "order": scenario.routing.order, "runs": {n: n for n in results}}

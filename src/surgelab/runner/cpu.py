@@ -17,13 +17,14 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["CpuWatch", "cpu_counters", "cpu_usage"]
+__all__ = ["CpuWatch", "cpu_counters", "cpu_usage", "process_cpu_s"]
 
 SATURATED = 0.9  # a second with this share of every core busy left no room for the client
 
 _PROC_STAT = "/proc/stat"
 _STATM = "/proc/self/statm"
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _RSS_POINTS = 600  # a day-long soak keeps one memory point every 2.4 minutes
 
 
@@ -36,8 +37,9 @@ def _rss_mb() -> float | None:
         return None
 
 
-def _machine_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot; busy leaves out idle and I/O wait."""
+def _machine_ticks() -> tuple[int, int, int] | None:
+    """(busy, total, steal) clock ticks of all CPUs since boot; busy leaves out idle and I/O wait, and
+    includes the ticks the hypervisor gave to other guests (steal)."""
     try:
         with open(_PROC_STAT, encoding="ascii") as f:
             fields = f.readline().split()
@@ -47,7 +49,17 @@ def _machine_ticks() -> tuple[int, int] | None:
         return None
     ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
     total = sum(ticks)
-    return total - ticks[3] - ticks[4], total
+    return total - ticks[3] - ticks[4], total, ticks[7]
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds another process has used (user + system, its waited-for children included), on Linux."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rpartition(")")[2].split()  # the name may hold spaces: count from after it
+    except OSError:
+        return None
+    return sum(int(x) for x in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
 
 
 def cpu_counters() -> dict[str, Any]:
@@ -59,6 +71,7 @@ def cpu_counters() -> dict[str, Any]:
         "wall_s": time.monotonic(),
         "busy_ticks": machine[0] if machine else None,
         "total_ticks": machine[1] if machine else None,
+        "steal_ticks": machine[2] if machine else None,
     }
 
 
@@ -75,6 +88,7 @@ def cpu_usage(start: dict[str, Any], end: dict[str, Any], processes: int = 1) ->
         "client_cores": round(client, 3),
         "machine_busy_cores": None,
         "other_cores": None,
+        "steal_cores": None,
     }
     if start["total_ticks"] is not None and end["total_ticks"] is not None:
         total = end["total_ticks"] - start["total_ticks"]
@@ -82,6 +96,7 @@ def cpu_usage(start: dict[str, Any], end: dict[str, Any], processes: int = 1) ->
             busy = (end["busy_ticks"] - start["busy_ticks"]) / total * cpus
             usage["machine_busy_cores"] = round(busy, 3)
             usage["other_cores"] = round(max(busy - client, 0.0), 3)
+            usage["steal_cores"] = round((end["steal_ticks"] - start["steal_ticks"]) / total * cpus, 3)
     return usage
 
 

@@ -119,6 +119,11 @@ class Execution:
         if not self.stop.requested:  # never turn a stop under way into a hurried one
             self.request_stop(reason)
 
+    def hurry(self, reason: str) -> None:
+        """Stop now: what is in flight gets no grace (a second interrupt)."""
+        self.request_stop(reason)
+        self.stop.hurry = True
+
     def request_stop(self, reason: str) -> None:
         if self.stop.requested:
             self.stop.hurry = True

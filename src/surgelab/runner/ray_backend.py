@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import tempfile
 import time
@@ -32,6 +31,7 @@ from surgelab.metrics.rundir import write_run_info
 from surgelab.metrics.store import HeldTables, RecordStore, table_from_bytes
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
+from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.losses import WorkerLoss, account_losses
 from surgelab.runner.preflight import ready
 from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
@@ -54,7 +54,7 @@ class _ShardActor:
     """Runs one shard; ``take``, ``stop`` and ``clock`` answer while ``run`` is under way (async actor)."""
 
     def __init__(self) -> None:
-        self._stop = asyncio.Event()
+        self._stop, self._hurry = asyncio.Event(), asyncio.Event()
         self._snapshot: dict[str, Any] | None = None
         self._held = HeldTables()
         self._stopped: str | None = None  # a stop this actor decided (an abort, a breakpoint), for its peers
@@ -73,7 +73,7 @@ class _ShardActor:
         with tempfile.TemporaryDirectory() as unused:  # records go to self._held, not to a directory
             ex, _ = await run_shard(
                 scenario, Path(unused), plans, shard=Shard(index, count), t0=t0, api_key=api_key,
-                on_tick=lambda snap: setattr(self, "_snapshot", asdict(snap)), stop_event=self._stop,
+                on_tick=lambda snap: setattr(self, "_snapshot", asdict(snap)), stop_event=self._stop, hurry_event=self._hurry,
                 on_stop=lambda reason: setattr(self, "_stopped", reason), scraper_wanted=False, store=self._held,
             )  # fmt: skip
         return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
@@ -84,6 +84,10 @@ class _ShardActor:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def hurry(self) -> None:
+        """No grace for what is in flight (a second interrupt)."""
+        self._hurry.set()
 
 
 @dataclass
@@ -196,17 +200,18 @@ async def run_on_ray(
                 if w.running:
                     w.actor.stop.remote()
 
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-        for sig in signals:
-            loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
+        def hurry() -> None:
+            for w in pool:
+                if w.running:
+                    w.actor.hurry.remote()
+
+        interrupts = Interrupts(scenario, request_stop, hurry, enabled=handle_signals).install()
         grace = max(p.phase.load.grace for p in plans)
         give_up_ns = max(p.end_ns for p in plans) + int((grace + _LATE_S) * SECOND)
         try:
             await _follow(ray, pool, t0, give_up_ns, scenario.guards.worker_loss, request_stop, on_tick)
         finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
+            interrupts.remove()
             for w in pool:
                 ray.kill(w.actor, no_restart=True)
         wall_ns = time.perf_counter_ns() - t0

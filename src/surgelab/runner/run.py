@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import math
 import secrets
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Execution, Shard
 from surgelab.runner.headroom import client_headroom, unrecorded_headroom
+from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.monitors import watch_breakpoint, watch_thresholds
 from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.preflight import ready
@@ -84,17 +84,20 @@ async def _run_phase(ex: Execution, plan: PhasePlan) -> None:
 
 
 async def _execute(
-    ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None, scraper: Scraper | None
-) -> None:
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-    for sig in signals:
-        loop.add_signal_handler(sig, ex.request_stop, f"interrupted ({signal.Signals(sig).name})")
+    ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None, scraper: Scraper | None,
+    hurry_event: asyncio.Event | None = None,
+) -> None:  # fmt: skip
+    interrupts = Interrupts(ex.scenario, ex.request_stop, lambda: ex.hurry("interrupted"), enabled=handle_signals)
 
     async def watch_event() -> None:
         assert stop_event is not None
         await stop_event.wait()
         ex.request_stop("stopped")
+
+    async def watch_hurry() -> None:
+        assert hurry_event is not None
+        await hurry_event.wait()
+        ex.hurry("stopped")
 
     helpers = [
         *([asyncio.create_task(scraper.run())] if scraper is not None else []),
@@ -102,22 +105,22 @@ async def _execute(
         asyncio.create_task(watch_thresholds(ex, min(p.warmup_end_ns for p in plans))),
         *(asyncio.create_task(watch_breakpoint(ex, p)) for p in plans if isinstance(p.phase.load.shape, Breakpoint)),
         *([asyncio.create_task(watch_event())] if stop_event is not None else []),
+        *([asyncio.create_task(watch_hurry())] if hurry_event is not None else []),
     ]
     grace = max(p.phase.load.grace for p in plans)
     try:
-        async with ex:
-            starters = [ex.spawn(_run_phase(ex, plan)) for plan in plans]
-            for plan, outcome in zip(plans, await asyncio.gather(*starters, return_exceptions=True)):
-                if isinstance(outcome, Exception):  # a bug, not a load condition: say so, keep what was measured
-                    print(f"error: phase {plan.phase.name!r} failed: {outcome!r}", file=sys.stderr)
-                    ex.request_stop(f"error in phase {plan.phase.name!r}: {type(outcome).__name__}: {outcome}")
-            await ex.drain(grace, max(p.end_ns for p in plans))
+        with interrupts:
+            async with ex:
+                starters = [ex.spawn(_run_phase(ex, plan)) for plan in plans]
+                for plan, outcome in zip(plans, await asyncio.gather(*starters, return_exceptions=True)):
+                    if isinstance(outcome, Exception):  # a bug, not a load condition: say so, keep what was measured
+                        print(f"error: phase {plan.phase.name!r} failed: {outcome!r}", file=sys.stderr)
+                        ex.request_stop(f"error in phase {plan.phase.name!r}: {type(outcome).__name__}: {outcome}")
+                await ex.drain(grace, max(p.end_ns for p in plans))
     finally:
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
-        for sig in signals:
-            loop.remove_signal_handler(sig)
         await ex.final_flush()
         ex.tick()
 
@@ -225,6 +228,7 @@ async def run_shard(
     on_tick: Callable[[LiveSnapshot], None] | None = None,
     on_stop: Callable[[str], None] | None = None,
     stop_event: asyncio.Event | None = None,
+    hurry_event: asyncio.Event | None = None,
     handle_signals: bool = False,
     observers: Sequence[Observer] = (),
     scraper_wanted: bool = True,
@@ -238,7 +242,7 @@ async def run_shard(
         on_stop=on_stop, keep_text=keep_text, store=store,
     )  # fmt: skip
     scraper = telemetry_scraper(scenario, run_dir, ex.clock) if scraper_wanted else None
-    await _execute(ex, plans, handle_signals, stop_event, scraper)
+    await _execute(ex, plans, handle_signals, stop_event, scraper, hurry_event)
     return ex, scraper
 
 
@@ -249,6 +253,7 @@ async def run_scenario(
     api_key: str | None = None,
     on_tick: Callable[[LiveSnapshot], None] | None = None,
     stop_event: asyncio.Event | None = None,
+    hurry_event: asyncio.Event | None = None,
     handle_signals: bool = False,
     observers: Sequence[Observer] = (),
     keep_text: bool = False,
@@ -260,7 +265,7 @@ async def run_scenario(
     with CpuWatch() as cpu:
         run_dir, plans, info = prepare(scenario, run_dir)
         ex, _ = await run_shard(
-            scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event,
+            scenario, run_dir, plans, api_key=api_key, on_tick=on_tick, stop_event=stop_event, hurry_event=hurry_event,
             handle_signals=handle_signals, observers=observers, keep_text=keep_text,
         )  # fmt: skip
         if ex.router is not None:

@@ -27,6 +27,7 @@ from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.metrics.rundir import write_run_info
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
+from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.losses import WorkerLoss, account_losses
 from surgelab.runner.preflight import ready
 from surgelab.runner.protocols import Observer
@@ -42,32 +43,36 @@ _READY_TIMEOUT_S = 120.0  # a worker's interpreter start, imports and schedule
 
 def _worker_main(
     data: dict[str, Any], run_dir: str, index: int, count: int, start: Any, go: Any, api_key: str | None,
-    messages: Any, stop: Any,
+    messages: Any, stop: Any, hurry: Any,
 ) -> None:  # fmt: skip
     """One worker process: its shard of the run, until done or told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     scenario = Scenario.model_validate(data)
     plans = plan_phases(scenario)  # the whole schedule, before the clock starts
     messages.put(("ready", index, None))
-    if not go.wait(_READY_TIMEOUT_S) or stop.is_set():
+    if not go.wait(_READY_TIMEOUT_S):
+        return
+    if stop.is_set():  # interrupted while the workers started: nothing was sent, and that is not a loss
+        messages.put(("done", index, {"reason": "interrupted before the start", "at_ns": 0, "cpu_s": 0.0}))
         return
     t0 = start.value
     cpu_start = time.process_time()
 
     async def main() -> None:
-        stop_event = asyncio.Event()
+        stop_event, hurry_event = asyncio.Event(), asyncio.Event()
 
         async def watch() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(_POLL_S)
-            stop_event.set()
+            for shared, event in ((stop, stop_event), (hurry, hurry_event)):
+                while not shared.is_set():
+                    await asyncio.sleep(_POLL_S)
+                event.set()
 
         watcher = asyncio.create_task(watch())
         ex, _ = await run_shard(
             scenario, Path(run_dir), plans, shard=Shard(index, count), t0=t0, api_key=api_key,
             on_tick=lambda snap: messages.put(("tick", index, asdict(snap))),
             on_stop=lambda reason: messages.put(("stop", index, reason)),
-            stop_event=stop_event, scraper_wanted=False,
+            stop_event=stop_event, hurry_event=hurry_event, scraper_wanted=False,
         )  # fmt: skip
         watcher.cancel()
         done = {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
@@ -110,11 +115,11 @@ async def run_with_workers(
         run_dir, plans, info = prepare(scenario, run_dir, workers)
         info["workers"] = workers
         ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited event loop or sockets
-        messages, stop, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)
+        messages, stop, hurry, go, start = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Event(), ctx.Value("q", 0)
         data = scenario.model_dump(mode="json", by_alias=True)
         processes = [
             ctx.Process(
-                target=_worker_main, args=(data, str(run_dir), k, workers, start, go, api_key, messages, stop), daemon=True
+                target=_worker_main, args=(data, str(run_dir), k, workers, start, go, api_key, messages, stop, hurry), daemon=True
             )
             for k in range(workers)
         ]
@@ -122,6 +127,18 @@ async def run_with_workers(
             process.start()
         info["worker_pids"] = [process.pid for process in processes]
         write_run_info(run_dir, info)
+        reason: str | None = None
+        stop_at: int | None = None
+        t0 = time.perf_counter_ns()  # until the workers are ready: a stop then is at 0
+
+        def request_stop(why: str) -> None:
+            nonlocal reason, stop_at
+            if reason is None:
+                reason, stop_at = why, max(time.perf_counter_ns() - t0, 0)
+            stop.set()
+
+        # from here on, an interrupt is a stop (workers that see it before they start send nothing)
+        interrupts = Interrupts(scenario, request_stop, hurry.set, enabled=handle_signals).install()
         await _wait_ready(messages, processes)
         driver_cpu = time.process_time()  # from the start, as the workers count theirs
         # Every worker starts sending at the same instant, on the one monotonic clock of the machine.
@@ -130,19 +147,6 @@ async def run_with_workers(
         go.set()
         scraper = telemetry_scraper(scenario, run_dir, lambda: time.perf_counter_ns() - t0)
         scrape_task = asyncio.create_task(scraper.run()) if scraper is not None else None
-        reason: str | None = None
-        stop_at: int | None = None
-
-        def request_stop(why: str) -> None:
-            nonlocal reason, stop_at
-            if reason is None:
-                reason, stop_at = why, time.perf_counter_ns() - t0
-            stop.set()
-
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-        for sig in signals:
-            loop.add_signal_handler(sig, request_stop, f"interrupted ({signal.Signals(sig).name})")
         latest: dict[int, LiveSnapshot] = {}
         done: dict[int, dict[str, Any]] = {}
         dead: dict[int, WorkerLoss] = {}  # ended without saying it was done: killed, or crashed
@@ -180,8 +184,7 @@ async def run_with_workers(
                     for observer in observers:
                         observer.update(snapshot)
         finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
+            interrupts.remove()
             stop.set()
             for process in processes:
                 await asyncio.to_thread(process.join, 30)

@@ -58,6 +58,12 @@ class Load(ScenarioModel):
             raise ValueError("users deals an open loop's schedule out to users: give it with rate, not concurrency")
         if self.concurrency is not None and self.concurrency.type == "replay":
             raise ValueError("a replay sets arrival times: use it as rate (open loop), not concurrency")
+        if self.ramp_up and (self.concurrency is None or self.concurrency.type != "steady"):
+            raise ValueError(
+                "ramp_up spreads the start of a steady number of users (closed loop); "
+                + ("an open loop ramps with a rate shape, e.g. {type: ramp, start, end, over}" if self.rate is not None
+                   else "a concurrency shape sets when its users start")  # fmt: skip
+            )
         if self.warmup >= self.planned_duration:
             raise ValueError(f"warmup ({self.warmup:g}s) must be shorter than duration ({self.planned_duration:g}s)")
         return self

@@ -28,11 +28,11 @@ seconds. A *distribution* is a bare number (fixed) or one of
 `{dist: uniform, min, max}`, `{dist: normal, mean, std, min?, max?}` (clipped),
 `{dist: lognormal, mean, std, max?}` (mean and std of the values themselves) and
 `{dist: exponential, mean}`. Every field can also be set on the command line of
-`surgelab run` (see `surgelab run --help`), any of them with `--set path=value`, where a number
-picks an entry of a list (`--set phases.1.load.duration=30s`: a phased scenario has no top-level
-`load` for `--duration` or `--rate` to set). A key is given once per mapping: a second `rate:`
-in `load` is an error naming both lines, not a silent override (a `<<: *anchor` merge may be
-overridden, as YAML means it).
+`surgelab run` (see `surgelab run --help`), any of them with `--set path=value` (the value read
+as YAML), where a number picks an entry of a list (`--set phases.1.load.duration=30s`: a phased
+scenario has no top-level `load` for `--duration` or `--rate` to set). A key is given once per
+mapping: a second `rate:` in `load` is an error naming both lines, not a silent override (a
+`<<: *anchor` merge may be overridden, as YAML means it).
 
 This page is generated from the models in `src/surgelab/scenario/` (one module per section).
 """

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -149,7 +149,9 @@ class InferenceServer:
         ``read`` takes the body (default: a JSON object); ``parse`` turns it into the request.
         """
         await self.faults.hang_if_stalled()
-        parsed = parse(await read(request) if read is not None else parse_body(await request.read()))
+        raw = await read(request) if read is not None else parse_body(await request.read())
+        self._check_model(raw.get("model") if isinstance(raw, Mapping) else getattr(raw, "model", None))
+        parsed = parse(raw)
         self.inflight += 1  # no await between counting and checking: bursts see true counts
         try:
             self.faults.check_admission(self.inflight)
@@ -207,9 +209,28 @@ class InferenceServer:
         return response
 
     async def _embed(self, _request: web.Request, inputs: EmbeddingInput) -> web.StreamResponse:
-        stream = self.submit(EngineRequest(f"e{next(self._ids):x}", sum(inputs.token_counts), 1))
-        while not (await stream.receive())[1]:
-            pass
+        """Each input is its own prompt, checked against the context and prefilled on its own (as vLLM
+        does): a batch's inputs share the engine's steps, so it still costs the sum of their prefills."""
+        limit = self.config.profile.max_model_len
+        for index, count in enumerate(inputs.token_counts):
+            if count > limit:
+                raise ApiError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, you requested "
+                    f"{count} tokens in the input for embedding generation. Please reduce the length of the input.",
+                    param=f"input[{index}]" if len(inputs.token_counts) > 1 else "input",
+                    code="context_length_exceeded",
+                )
+        rid = f"e{next(self._ids):x}"
+        # the engine samples one token after a prefill; an input of exactly the context prefills one token less
+        requests = [EngineRequest(f"{rid}-{i}", min(n, limit - 1), 1) for i, n in enumerate(inputs.token_counts)]
+        try:
+            streams = [self.submit(request) for request in requests]
+            await asyncio.gather(*(_finished(stream) for stream in streams))
+        except BaseException:
+            for request in requests:
+                self.driver.cancel(request.request_id)
+            raise
         data = []
         for index, text in enumerate(inputs.texts):
             vector = _embedding(text, self.config.embedding_dim)
@@ -224,6 +245,14 @@ class InferenceServer:
                 "usage": {"prompt_tokens": total, "total_tokens": total},
             }
         )
+
+    def _check_model(self, model: Any) -> None:
+        """vLLM's answer to a model it does not serve: 404, ``The model `x` does not exist.`` (no model: the served one)."""
+        if model is None or model == self.model:
+            return
+        if not isinstance(model, str):
+            raise ApiError(400, "'model' must be a string", param="model")
+        raise ApiError(404, f"The model `{model}` does not exist.", type="NotFoundError", param="model", code=404)
 
     def next_id(self) -> int:
         """A fresh request number (response and engine ids are made from it)."""
@@ -244,6 +273,11 @@ class InferenceServer:
             return ()
         pieces = [piece for part in gen.prompt_parts for piece in _TOKENIZER.pieces(part)]
         return prefix_block_hashes(pieces, self.config.profile.block_size)
+
+
+async def _finished(stream: TokenStream) -> None:
+    while not (await stream.receive())[1]:
+        pass
 
 
 def _embedding(text: str, dim: int) -> np.ndarray:

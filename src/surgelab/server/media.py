@@ -42,6 +42,7 @@ class _Clip:
     seconds: float
     response_format: str
     language: str
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ async def _read_clip(request: web.Request) -> _Clip:
     fmt = fields.get("response_format", "json")
     if fmt not in ("json", "text", "verbose_json"):
         raise ApiError(400, "response_format must be json, text or verbose_json", param="response_format")
-    return _Clip(seconds, fmt, fields.get("language", "en"))
+    return _Clip(seconds, fmt, fields.get("language", "en"), fields.get("model"))
 
 
 def _parse_speech(body: Any) -> _SpeechAsk:

@@ -53,6 +53,9 @@ class SweepConfig(_Frozen):
     refine: int = Field(3, ge=0, le=10, description="Adaptive: extra levels placed around the coarse knee.")
     hold: float = Field(60.0, gt=0, description="Seconds each level is measured.")
     settle: float = Field(10.0, ge=0, description="Seconds at the start of each level excluded from its statistics.")
+    ramp_up: float = Field(
+        0.0, ge=0, description="Closed loop: each level's users start evenly spread over this time (at most settle)."
+    )
     warmup: float = Field(30.0, ge=0, description="Seconds of load at the first level before the sweep (not reported).")
     sla_percentile: Literal["p50", "p90", "p95", "p99"] = "p99"
     sla_max_error_rate: float = Field(
@@ -70,6 +73,12 @@ class SweepConfig(_Frozen):
             raise ValueError(f"max ({self.max:g}) must be >= start ({self.start:g})")
         if self.mode == "concurrency" and any(v != int(v) for v in (self.levels or [])):
             raise ValueError("concurrency levels must be whole numbers of users")
+        if self.ramp_up and self.mode != "concurrency":
+            raise ValueError("ramp_up spreads the start of a level's users: it needs mode concurrency (a closed loop)")
+        if self.ramp_up > self.settle:
+            raise ValueError(
+                f"ramp_up ({self.ramp_up:g}s) must not exceed settle ({self.settle:g}s): users still joining would be measured"
+            )
         return self
 
     @property

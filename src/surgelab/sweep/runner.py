@@ -49,7 +49,8 @@ def level_scenario(
     if config.mode == "rate":
         new.update(rate=load, arrival=old["arrival"], cv=old["cv"], max_in_flight=old["max_in_flight"])
     else:
-        new.update(concurrency=load, think_time=old.get("think_time", 0.0))
+        steady = isinstance(load, int | float)  # the breaking phase is a shape: it sets when its users start
+        new.update(concurrency=load, think_time=old.get("think_time", 0.0), ramp_up=config.ramp_up if steady else 0.0)
     data.update(load=new, name=name, thresholds=[])
     data.pop("output", None)
     try:

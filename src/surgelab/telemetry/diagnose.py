@@ -27,8 +27,10 @@ def _said(error: dict[str, Any]) -> str:
 def diagnose(summary: dict[str, Any]) -> list[str]:
     hints: list[str] = []
     lag = summary["schedule_lag_ms"]
-    if not summary["validity"]["valid"] and lag.get("p99") is not None and lag["p99"] > summary["validity"]["max_lag_p99_ms"]:
-        hints.append(f"client schedule lag P99 {lag['p99']:.0f} ms: {_lag_culprit(summary.get('host_cpu'))}")
+    validity = summary["validity"]
+    if not validity["valid"] and lag.get("p99") is not None and lag["p99"] > validity["max_lag_p99_ms"]:
+        culprit = _start_burst(validity) or _lag_culprit(summary.get("host_cpu"))
+        hints.append(f"client schedule lag P99 {lag['p99']:.0f} ms: {culprit}")
     states = summary["requests"]["by_state"]
     failed = summary["requests"].get("unsuccessful", summary["requests"]["failed"])  # unanswered ones too
     if failed:
@@ -66,6 +68,21 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
                 "the run never reached a steady state (a queue still growing, or a run too short for its latencies)"
             )
     return hints
+
+
+def _start_burst(validity: dict[str, Any]) -> str | None:
+    """The late sends are a closed loop's start, where every user sends at once, and the rest of the run kept
+    its schedule (``analysis/start_burst.py``); a machine short of CPU makes sends late all through."""
+    burst = validity.get("start_burst")
+    if not burst or not burst["rest_on_time"]:
+        return None
+    phases = ", ".join(f"'{name}'" for name in burst["phases"])
+    return (
+        f"{burst['late_sends']} of the {validity['late_sends']} late sends fell in the first {burst['window_s']:g} s "
+        f"of phase {phases}, where all {burst['users']:,} users start at once, and the rest of the run kept its "
+        f"schedule ({burst['rest_late_sends']} of {burst['rest_sends']} late): the start burst fell behind, not the "
+        f"machine — spread the users' start with --ramp-up {burst['suggested_ramp_up_s']}s (load.ramp_up)"
+    )
 
 
 def _lag_culprit(cpu: dict[str, Any] | None) -> str:
