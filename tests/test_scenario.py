@@ -194,7 +194,7 @@ def test_set_picks_a_list_item_by_its_number(tmp_path):
         ),
         (
             ["--rate", "1", "--set", "thresholds=[a < 1s]", "--set", "thresholds.3=b < 1s"],
-            "error: --set thresholds.3: thresholds has 1 items, numbered from 0; '3' is not one",
+            "error: --set thresholds.3: thresholds is a list of 1: give an index from 0 to 0 after it",
         ),
     ],
 )

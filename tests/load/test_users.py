@@ -13,7 +13,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from surgelab.metrics.record import State
-from tests.sim.helpers import fleet, run, scenario
+from surgelab.scenario.loader import build_scenario
+from surgelab.sim import build_fleet, simulate
+
+
+def scenario(load, **fields):
+    return build_scenario({"name": "users", "seed": 1, "target": {"url": "http://127.0.0.1:9/v1", "model": "m"},
+                           "load": load, **fields})  # fmt: skip
+
+
+def fleet(**fields):
+    return build_fleet(fields)
+
+
+def run(tmp_path, scen, flt):
+    return simulate(scen, flt, tmp_path / "run")
 
 USERS, RATE, SECONDS = 3, 20.0, 2.0
 
@@ -81,3 +95,12 @@ def test_a_real_run_deals_its_schedule_to_users(timed_server, scenario_for, run,
 def test_users_need_an_open_loop():
     with pytest.raises(Exception, match="users deals an open loop"):
         scenario({"concurrency": 2, "duration": "1s", "users": 2})
+
+
+def test_what_a_busy_user_still_holds_counts_against_the_run_but_not_its_validity(tmp_path):
+    scen = scenario({"rate": RATE, "arrival": "constant", "duration": f"{SECONDS}s", "users": USERS},
+                    workload={"prompt_tokens": 8, "output_tokens": 4})  # fmt: skip
+    summary = run(tmp_path, scen, fleet(pools=[{"replicas": 1, "service_time": 0.4, "concurrency": 100}])).summary
+    assert summary["requests"]["dropped"] == RATE * SECONDS - USERS * 5
+    assert summary["requests"]["error_rate"] > 0.5  # the load was not delivered: the server was too slow for it
+    assert summary["validity"]["valid"], summary["validity"]["reasons"]  # but the client did what it was told

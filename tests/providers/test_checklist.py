@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from surgelab.engine import load_profile
 from surgelab.providers.evidence import EvidenceError, collect
 from surgelab.providers.probe_http import Endpoint
 from surgelab.providers.probe_network import model_families
@@ -84,6 +85,7 @@ def test_network_families_and_burst_probes_on_a_real_server() -> None:
 
 def test_a_burst_that_loses_requests_has_no_slowdown() -> None:
     with serve_process(["--max-inflight", "2"], profile="llama2-7b-a10") as url:
-        doc = asyncio.run(run_probes(Endpoint(url, "meta-llama/Llama-2-7b-chat-hf", timeout=30.0), "x", ProbeSettings(only=("burst",))))
+        served = load_profile("llama2-7b-a10").model
+        doc = asyncio.run(run_probes(Endpoint(url, served, timeout=30.0), "x", ProbeSettings(only=("burst",))))
     burst = doc["metrics"]["burst_slowdown"]
     assert burst["value"] is None and "failed" in burst["found"], burst

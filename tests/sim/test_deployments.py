@@ -9,7 +9,8 @@ import pytest
 
 from surgelab.engine import GPUS, Deployment, find_model
 from surgelab.sim import load_fleet
-from tests.sim.helpers import run, scenario
+
+from .helpers import fleet, run, scenario
 
 MIXTRAL = {"model": "mistralai/Mixtral-8x7B-v0.1", "gpu": "h100", "tp": 2, "max_num_seqs": 128,
            "max_num_batched_tokens": 2048, "max_model_len": 4096}  # fmt: skip
@@ -40,8 +41,6 @@ def test_bad_deployments_in_a_fleet_are_one_line_with_the_line_number(tmp_path):
 
 
 def test_mixtral_tp2_and_an_fp8_model_simulate(tmp_path):
-    from tests.sim.helpers import fleet
-
     scen = scenario({"rate": 4, "arrival": "constant", "duration": "20s"},
                     workload={"prompt_tokens": 500, "output_tokens": 100})  # fmt: skip
     mixtral = run(tmp_path, scen, fleet(name="mixtral", pools=[{"profile": MIXTRAL}]), "mixtral")

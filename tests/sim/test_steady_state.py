@@ -7,7 +7,8 @@ import pytest
 
 from surgelab.engine import GPUS, Deployment, find_model
 from surgelab.engine.steady import steady_state
-from tests.sim.helpers import fleet, run, scenario
+
+from .helpers import fleet, run, scenario
 
 
 @pytest.fixture(scope="module")

@@ -201,3 +201,12 @@ def test_a_front_end_the_records_cannot_tell_from_the_prefill_is_held_never_solv
     c = result.coefficients["request_overhead_s"]
     warned = any(n.startswith("WARNING request_overhead_s: not identifiable") for n in result.notes)
     assert (c.source == "kept from base profile" and c.value == 0.002 and warned) or (c.source == "fitted" and not warned)
+
+
+def test_a_fitted_profile_keeps_the_base_limits_but_not_its_physics() -> None:
+    """A base from physics (its GPU, a TP payload term): the fit measured what those terms priced, so they go,
+    and without a GPU the fitted profile carries no physics error bar (its error is its fit's)."""
+    base = replace(GPU, prefill_s_per_pair=0.0, comm_s_per_token=1.5e-5, gpu="H100 SXM")
+    result = fit_observations(_observations(replace(GPU, prefill_s_per_pair=0.0)), base=base)
+    assert result.profile.gpu == "" and result.profile.comm_s_per_token == 0.0
+    assert result.profile.kv_capacity_tokens == base.kv_capacity_tokens

@@ -134,6 +134,10 @@ class Labels:
         table = np.array([v in wanted for v in self.values] + [False], dtype=bool)
         return table[self.codes]
 
+    def startswith(self, prefix: str) -> np.ndarray:
+        table = np.array([v.startswith(prefix) for v in self.values] + [False], dtype=bool)
+        return table[self.codes]
+
     def counts(self) -> dict[str, int]:
         """Rows per distinct value present, in sorted order."""
         per_code = np.bincount(self.codes, minlength=len(self.values))

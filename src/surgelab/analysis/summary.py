@@ -157,8 +157,11 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     overall = _block(c, everything, window, scenario)
     by_state = {s.value: int(np.sum(c.state == s.value)) for s in State}
     lag_stats = _lag(c, ~c.warmup)
+    dropped = c.state == State.DROPPED.value  # at max_in_flight (the client's limit), or left with a busy user
+    at_limit = int((dropped & labels(c.source, "error").startswith("max_in_flight")).sum()) if dropped.any() else 0
     validity = _validity(
-        lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
+        lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses,
+        at_limit,
     )
     validity["start_burst"] = start_burst(c, ~c.warmup, scenario.validity.max_lag_p99, scenario)
     if warmup_only:
@@ -455,10 +458,12 @@ def _late_sends(c: RecordColumns, rows: np.ndarray, bound_s: float) -> tuple[int
 
 
 def _validity(lag: dict[str, Any], late: tuple[int, int], by_state: dict[str, int], scenario: Scenario,
-              losses: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+              losses: tuple[str, ...] = (), at_limit: int = 0) -> dict[str, Any]:  # fmt: skip
     """Invalid when a worker died with part of the load, when the client fell behind by enough sends
     to matter (more than ``max_late_share`` of them late *and* at least ``min_late_sends``: one slow
-    send out of 20 is a P99, not a client that cannot keep up), or when requests were dropped."""
+    send out of 20 is a P99, not a client that cannot keep up), or when requests were dropped at the
+    client's ``max_in_flight`` (``at_limit``). What a user of ``load.users`` still held when its phase
+    ended is dropped too, but by the workload's own rule: it counts against the run, not its validity."""
     reasons = list(losses)  # a worker died: part of the planned load was never sent or never came back
     if by_state["lost"] and not losses:
         reasons.append(f"{by_state['lost']} requests lost with a worker that died")
@@ -470,9 +475,9 @@ def _validity(lag: dict[str, Any], late: tuple[int, int], by_state: dict[str, in
         reasons.append(
             f"client fell behind its schedule: {n_late} of {sends} sends ({n_late / sends:.1%}) more than {bound_ms:g} ms late ({p99})"
         )
-    if by_state["dropped"] and not scenario.validity.allow_drops:
+    if at_limit and not scenario.validity.allow_drops:
         limits = ", ".join(f"{p.load.max_in_flight}" for p in scenario.phase_list if p.load.mode == "open")
-        reasons.append(f"{by_state['dropped']} requests dropped at max_in_flight ({limits})")
+        reasons.append(f"{at_limit} requests dropped at max_in_flight ({limits})")
     return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms, "late_sends": n_late, "sends": sends}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
-from surgelab.analysis.outcomes import Outcomes, outcomes_of
+from surgelab.analysis.outcomes import Outcomes, e2e_per_row, outcomes_of, ttft_per_row
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
 from surgelab.metrics.store import return_freed_memory
@@ -235,6 +235,8 @@ def _timeseries(c: RunColumns, scenario: Scenario | None, run_info: dict[str, An
     n = max(int(np.ceil(span_s / WINDOW_S)), 1)
     edges = np.arange(n + 1) * WINDOW_S
     ended_ok = np.where(c.ok(), c.end, np.nan)
+    # latencies as the summary counts them: successes, and the waits of requests given up on (censored)
+    ended = np.where(c.outcomes.ok | c.outcomes.censored, c.end, np.nan)
     lag_windows, lag_cdf = _lag(c, n)
     return {
         "window_s": WINDOW_S,
@@ -245,8 +247,8 @@ def _timeseries(c: RunColumns, scenario: Scenario | None, run_info: dict[str, An
         "sends_per_s": _list(_counts(c.sent, n) / WINDOW_S, 2),
         "throughput_per_s": _list(_counts(ended_ok, n) / WINDOW_S, 2),
         "output_tokens_per_s": _list(_tokens(c, ended_ok, n) / WINDOW_S, 1),
-        "ttft_ms": _percentiles_by_window(ended_ok, c.ttft(), n, (50, 90, 99)),
-        "e2e_ms": _percentiles_by_window(ended_ok, c.e2e(), n, (50, 90, 99)),
+        "ttft_ms": _percentiles_by_window(ended, ttft_per_row(c, c.intended), n, (50, 90, 99)),
+        "e2e_ms": _percentiles_by_window(ended, e2e_per_row(c, c.intended), n, (50, 90, 99)),
         "errors": _errors(c, n),
         "slo_misses": _slo_misses(c, scenario, n),
         "lag_ms": lag_windows,

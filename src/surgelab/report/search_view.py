@@ -53,7 +53,7 @@ _SEARCH_JS = r"""
   const table = slTable(box, head, rows.map(r => r.map((c, i) => i === 1 ? '<span class="' + (c === "passed" ? "pass" : c === "pruned" || c === "failed" ? "fail" : "ns") + '">' + c + "</span>"
     : typeof c === "number" ? slFmt(c) : esc(c))));
   table.id = "search-table";
-  let order = 1;
+  let order = -1;  // the first click sorts ascending
   table.querySelectorAll("th").forEach((th, k) => { th.style.cursor = "pointer"; th.title = "sort";
     th.onclick = () => { order = -order; const body = Array.from(table.querySelectorAll("tr")).slice(1);
       const key = r => { const v = rows[r.dataset.i][k]; return typeof v === "number" ? v : v === "" ? Infinity : String(v); };

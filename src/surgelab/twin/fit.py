@@ -233,8 +233,11 @@ def fit_observations(obs: Observations, base: EngineProfile | None = None, seed:
     if long:
         notes.append(f"{long} idle prefills are longer than max_batched_tokens = {template.max_batched_tokens}: priced as "
                      "that many tokens per step (chunked prefill), as the engine runs them")  # fmt: skip
+    # the base's limits and memory stay; its step-time terms the structure does not price go (what the fit measured
+    # holds them), and so does its GPU: a fitted profile's error is its fit's, not the physics' (engine.accuracy)
+    unpriced = {"comm_s_per_token": 0.0, "expert_s": 0.0, "num_experts": 0, "experts_per_token": 0, "gpu": ""}
     profile = replace(template, name="fitted", combine=structure.combine, max_num_seqs=max(slots or obs.max_running, 1),
-                      description=f"fitted from {label}", **fitted)  # fmt: skip
+                      description=f"fitted from {label}", **unpriced, **fitted)  # fmt: skip
     compute_bound = int(((rows.kind == 1) & ~sol.memory).sum())
     return FitResult(
         profile=profile, coefficients=coefficients, residual=residual,
