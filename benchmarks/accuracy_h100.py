@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--markdown", help="write the summary tables here (for docs/accuracy.md)")
+    parser.add_argument("--no-issue-case", action="store_true", help="skip the Qwen3-14B case the issue quotes")
     parser.add_argument("--write-accuracy", action="store_true",
                         help=f"write the leave-one-model-out errors to {ACCURACY_FILE.relative_to(ROOT)} (what plan and simulate print)")  # fmt: skip
     args = parser.parse_args()
@@ -139,6 +140,24 @@ def main() -> None:
             file.write("\n".join(lines) + "\n")
     if args.write_accuracy:
         write_accuracy(report["readings"], args.scale)
+    if not args.no_issue_case:
+        issue_case(readings, args.scale)
+
+
+def issue_case(readings: tuple[str, ...], scale: float) -> None:
+    """The run the issue quotes (held out: never fitted): Qwen3-14B on one H100 at 20 req/s, which the old physics
+    called an overload (E2E 21.8 s, TTFT 15.8 s) while the real server held it (E2E 4.1 s, TTFT 51 ms)."""
+    run = RealRun("qwen3-14b-tp1-general", "Qwen/Qwen3-14B", 1, "FP16", 2048, "general", (8.0, 20.0))
+    real = {"e2e_mean": 4100.0, "ttft_mean": 51.0}
+    print("\nthe issue's case, held out: Qwen3-14B, 1 × H100, general at 8 then 20 req/s; the 20 req/s stage")
+    for reading in readings:
+        for label, profile in (("before", before_profile(run)), ("now", deployment(run).profile())):
+            figures, _ = predict(run, reading, profile, scale=scale)
+            cells = [
+                f"{m} {figures[(1, m)]:,.0f} ms (real {real[m]:,.0f}, {_error(figures[(1, m)], real[m]):+.0f} %)"
+                for m in real
+            ]
+            print(f"  {reading:9s} {label:7s} " + ", ".join(cells))
 
 
 def write_accuracy(readings: dict[str, dict], scale: float) -> None:

@@ -64,7 +64,9 @@ def test_abort_on_fail_stops_the_run_early(timed_server, cli, reconciled, tmp_pa
 def test_drops_at_max_in_flight_make_the_run_invalid(timed_server, cli, reconciled, tmp_path):
     out = tmp_path / "run"
     result = cli(*_flags(timed_server, out, "--max-in-flight", "2", "-q", model="slow-1", rate="20", max_tokens="2"))
-    assert result.returncode == 3, result.stderr
+    # the dropped requests did not succeed: they fail the default bound (exit 1), and the run is invalid too
+    assert result.returncode == 1, result.stderr
+    assert "× dropped: max_in_flight (2) reached" in result.stderr
     summary = _summary(out)
     table = reconciled(summary, out)
     requests = summary["requests"]

@@ -16,7 +16,7 @@ def test_the_request_that_starts_a_streak_which_takes_the_target_out_is_lost() -
     # and the report said 0 requests were lost around the failover.
     router = _router()
     router.observe("primary", ok=False, error="ServerDisconnected")
-    router._failure("primary", "check: ClientConnectorError")
+    router._failure("primary", "check: ClientConnectorError", 0.0)
     router.observe("primary", ok=False, error="in flight when it went down")
     stats = router.report()["targets"]["primary"]
     assert (stats["up_at_end"], stats["failed"], stats["lost_around_failover"]) == (False, 2, 2)

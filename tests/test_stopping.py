@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from surgelab.analysis.summary import RunInfo, summarize
+from surgelab.metrics.record import CUT_SHORT
 from surgelab.metrics.rundir import read_json
 from surgelab.metrics.store import PARTS_DIR, RECORDS_FILE, merge_parts, read_records
 from surgelab.scenario.loader import build_scenario
@@ -76,7 +77,9 @@ def test_ctrl_c_with_no_grace_cancels_what_is_in_flight(timed_server, reconciled
     assert 8 <= requests["scheduled"] <= 14
     assert requests["cancelled"] == requests["scheduled"]
     rows = table.to_pylist()
-    assert all(r["error"] == "run stopped before the response ended" for r in rows)
+    # the user gave them no time: cut short, which counts neither way (not the target's failure)
+    assert all(r["error"] == CUT_SHORT for r in rows)
+    assert (requests["cut_short"], requests["unanswered"], requests["error_rate"]) == (requests["scheduled"], 0, 0.0)
     assert all(r["sent_ns"] is not None and r["end_ns"] >= r["sent_ns"] for r in rows)
     assert summary["duration_s"] == pytest.approx(2.0, abs=0.5)  # the window ends at the stop
 
@@ -102,6 +105,23 @@ def test_second_ctrl_c_skips_the_grace(timed_server, reconciled, tmp_path):
     assert time.monotonic() - second < 3
     summary, _ = _finished(run, reconciled)
     assert summary["requests"]["cancelled"] == summary["requests"]["scheduled"] > 0
+    assert summary["requests"]["cut_short"] == summary["requests"]["scheduled"], "the second Ctrl-C gave them no time"
+
+
+def test_requests_still_unanswered_when_a_stops_grace_runs_out_count_against_the_run(timed_server, reconciled, tmp_path):
+    """A stop's grace is time the target had: what it did not answer in it is unanswered, not forgotten."""
+    run = Run(timed_server, tmp_path / "run", "--grace", "1s", model="slow-1", rate="5", max_tokens="20")
+    run.signal_at(1.5, signal.SIGINT)  # each request would take 19 s
+    code, _, stderr = run.wait(bound=10)
+    assert code == 130, stderr
+    summary, table = _finished(run, reconciled)
+    requests = summary["requests"]
+    assert requests["unanswered"] == requests["cancelled"] == requests["scheduled"] > 0
+    assert requests["error_rate"] == 1.0 and requests["cut_short"] == 0
+    assert set(table["error"].to_pylist()) == {
+        "no answer within the grace period (1s after the run stopped: interrupted (SIGINT), load.grace)"
+    }
+    assert summary["latency_ms"]["e2e"]["min"] >= 1000, "each waited at least the grace"
 
 
 def test_kill_9_keeps_every_flushed_part(timed_server, tmp_path):

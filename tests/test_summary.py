@@ -9,7 +9,7 @@ import pytest
 
 from surgelab.analysis.stats import distribution
 from surgelab.analysis.summary import RunInfo, summarize
-from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.record import CUT_SHORT, Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta
 from surgelab.scenario.loader import build_scenario
 
@@ -36,7 +36,7 @@ def _ok(intended: int, ttft: int, tokens: int = TOKENS, lag: int = 1 * MS) -> Ou
 
 def _records():
     """4 warm-up successes (slow), 100 measured successes with TTFT 1..100 ms, 5 errors,
-    3 drops and 2 cancellations."""
+    3 drops and 2 requests cut short by the user (a second Ctrl-C: they count neither way)."""
     buffer, i = RecordBuffer(), 0
 
     def add(intended, out, warmup=False):
@@ -57,7 +57,7 @@ def _records():
         add(5 * S + k * MS, Outcome(state=State.DROPPED, error="max_in_flight (1) reached"))
     for k in range(2):
         intended = 11 * S + k * MS
-        add(intended, Outcome(state=State.CANCELLED, sent_ns=intended, end_ns=intended + 5 * MS, error="stopped"))
+        add(intended, Outcome(state=State.CANCELLED, sent_ns=intended, end_ns=intended + 5 * MS, error=CUT_SHORT))
     return buffer.take()
 
 
@@ -73,7 +73,9 @@ def test_counts_and_states():
     assert r["by_state"] == {"ok": 104, "http_error": 5, "timeout": 0, "connection_error": 0,
                              "protocol_error": 0, "cancelled": 2, "dropped": 3, "lost": 0}  # fmt: skip
     assert r["warmup"] == 4 and r["measured"] == 110
-    assert r["error_rate"] == pytest.approx(5 / 105)
+    # every measured request that did not succeed counts, drops included; those cut short by the user do not
+    assert (r["unsuccessful"], r["unanswered"], r["cut_short"]) == (8, 0, 2)
+    assert r["error_rate"] == pytest.approx(8 / 108)
     assert r["drop_rate"] == pytest.approx(3 / 108)
 
 
@@ -160,9 +162,8 @@ def test_throughput_counts_successes_in_the_window():
 def test_goodput_with_an_slo():
     s = summarize(_records(), _scenario(slo={"ttft": "50ms"}), INFO)
     assert s["goodput"]["requests_per_s"] == pytest.approx(50 / 11.0)
-    assert s["goodput"]["fraction"] == pytest.approx(
-        50 / 109
-    )  # 100 + 4 warm-up successes + 5 errors ended in the window
+    # of the measured requests that count (all but the 2 cut short): 50 of 108 met the objective
+    assert s["goodput"]["fraction"] == pytest.approx(50 / 108)
     assert s["goodput"]["slo_ms"]["ttft"] == pytest.approx(50.0)
     both = summarize(_records(), _scenario(slo={"ttft": "50ms", "e2e": "80ms"}), INFO)
     assert both["goodput"]["requests_per_s"] == pytest.approx(39 / 11.0)  # e2e = ttft + 40 ms <= 80 ms
@@ -181,7 +182,7 @@ def test_thresholds_are_judged():
                         "throughput > 20": False, "mean(itl) <= 10ms": True, "drop_rate < 1%": False}  # fmt: skip
     observed = {t["metric"]: t["observed"] for t in s["thresholds"]}
     assert observed["p99(ttft)"] == pytest.approx(0.09901)
-    assert observed["error_rate"] == pytest.approx(5 / 105)
+    assert observed["error_rate"] == pytest.approx(8 / 108)
     assert s["thresholds_passed"] is False
     assert summarize(_records(), _scenario(thresholds=["p99(ttft) < 1s"]), INFO)["thresholds_passed"] is True
 
@@ -234,7 +235,7 @@ def test_a_run_stopped_inside_its_warm_up_reports_the_warm_up_and_says_so():
 
 def test_every_run_is_held_to_a_default_error_bound_unless_it_sets_its_own():
     """Seen: a run where every request failed exited 0; a CI job went green against a dead endpoint."""
-    s = summarize(_records(), _scenario(), INFO)  # 5 of 105 failed: 4.8 %
+    s = summarize(_records(), _scenario(), INFO)  # 8 of 108 did not succeed: 7.4 %
     assert [(t["expr"], t["passed"], t["default"]) for t in s["thresholds"]] == [("error_rate < 10%", True, True)]
     assert s["thresholds_passed"] is True
     own = summarize(_records(), _scenario(thresholds=["error_rate < 1%"]), INFO)

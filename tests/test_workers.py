@@ -116,8 +116,10 @@ def test_a_killed_worker_loses_only_its_unflushed_records_and_every_planned_requ
     os.kill(_worker_pids(proc.pid)[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err
-    assert proc.returncode == 3, err  # invalid
     summary = json.loads((out / "summary.json").read_text())
+    # invalid (exit 3); and the lost requests did not succeed, so past 10 % of the run they fail its default bound (exit 1)
+    assert proc.returncode == (1 if summary["requests"]["error_rate"] >= 0.10 else 3), err
+    assert not summary["validity"]["valid"]
     table = _records(out)
     planned = rate * duration
     assert table.num_rows == summary["requests"]["scheduled"] == planned  # every planned request, one state each
@@ -129,7 +131,8 @@ def test_a_killed_worker_loses_only_its_unflushed_records_and_every_planned_requ
     assert all(kept[i] == s for i, s in zip(flushed[dead]["id"].to_pylist(), flushed[dead]["state"].to_pylist()))
     lost = table.filter(pc.equal(table["state"], "lost"))
     assert summary["requests"]["lost"] == lost.num_rows > 0 and set(lost["worker"].to_pylist()) == {dead}
-    assert summary["requests"]["ok"] + lost.num_rows == planned and summary["requests"]["error_rate"] == 0
+    assert summary["requests"]["ok"] + lost.num_rows == planned
+    assert summary["requests"]["error_rate"] == lost.num_rows / planned  # requests that did not succeed count
     reason = summary["validity"]["reasons"][0]
     found = re.fullmatch(rf"worker {dead} died at ([\d.]+) s: (\d+) planned requests not sent, (\d+) in flight or unflushed lost", reason)
     assert found, reason

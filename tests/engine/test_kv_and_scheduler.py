@@ -100,3 +100,25 @@ def test_abort_frees_the_request_wherever_it_is():
     engine.step()
     assert engine.abort("run") and engine.abort("wait") and not engine.abort("ghost")
     assert not engine.has_work and engine.kv.usage == 0
+
+
+def test_a_prefix_evicted_to_the_cpu_tier_is_loaded_back_not_recomputed():
+    """vLLM's KV offload: an evicted cached block lives on in host memory; a later hit loads it over the host link."""
+    hashes = prefix_block_hashes(list(range(64)), 16)  # a 64-token shared prefix: 4 blocks
+    with_tier = tiny(kv_capacity_tokens=128, block_size=16, kv_cpu_blocks=8, kv_load_s_per_block=1e-3)
+    results = {}
+    for name, profile in (("tier", with_tier), ("none", replace(with_tier, kv_cpu_blocks=0))):
+        engine = Engine(profile)
+        engine.add(EngineRequest("a", 64, 1, hashes))
+        engine.step()  # prefilled, published, finished: its 4 blocks stay cached, evictable
+        engine.add(EngineRequest("b", 120, 1, prefix_block_hashes(list(range(1000, 1120)), 16)))
+        engine.step()  # 8 blocks: every cached one evicted (to host memory, with the tier)
+        engine.add(EngineRequest("c", 80, 1, prefix_block_hashes(list(range(80)), 16)))
+        step = engine.step()
+        results[name] = step
+    assert results["none"].cached_tokens == {}
+    assert results["tier"].cached_tokens == {"c": 64}  # 4 blocks loaded back
+    assert engine.kv.free_blocks == engine.kv.num_blocks
+    prefill_only = with_tier.step_time(80 - 64, 0, 80, 1, 16 * 64 + 16 * 17 // 2)
+    assert results["tier"].duration == pytest.approx(prefill_only + 4 * 1e-3)
+    assert results["none"].duration == pytest.approx(with_tier.step_time(80, 0, 80))

@@ -155,3 +155,12 @@ def test_architecture_of_a_plain_mapping():
                                      "vocab_size": 100, "intermediate_size": 128})  # fmt: skip
     assert arch.kv_heads == 4 and arch.head_dim == 16 and not arch.is_moe
     assert arch.total_params == 2 * (4 * 64 * 64 + 3 * 64 * 128) + 2 * 100 * 64
+
+
+def test_kv_offload_to_host_memory_is_a_second_tier_behind_the_gpu():
+    d = Deployment(find_model("llama3-8b"), GPUS["h100"], cpu_offload_bytes=8 * 2**30)
+    p = d.profile()
+    block = 16 * 128 * KIB
+    assert p.kv_cpu_blocks == 8 * 2**30 // block == 4096
+    assert p.kv_load_s_per_block == pytest.approx(block / 64e9)  # PCIe Gen5 x16, one way
+    assert Deployment(find_model("llama3-8b"), GPUS["h100"]).profile().kv_cpu_blocks == 0

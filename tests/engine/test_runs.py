@@ -130,6 +130,9 @@ CASES = {
         replace(PROFILE, kv_capacity_tokens=20_000), dict(prompt=(20, 600), output=(1, 200), gap_ms=10, shared=700)),
     "client aborts": (replace(PROFILE, kv_capacity_tokens=8000),
                       dict(prompt=(50, 800), output=(10, 300), gap_ms=20, aborts=0.3)),
+    "CPU tier: evicted prefixes loaded back": (
+        replace(PROFILE, kv_capacity_tokens=12_000, kv_cpu_blocks=400, kv_load_s_per_block=3e-5),
+        dict(prompt=(20, 600), output=(1, 200), gap_ms=10, shared=900)),
 }  # fmt: skip
 
 

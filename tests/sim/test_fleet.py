@@ -191,7 +191,8 @@ def test_exported_names_are_pinned():
     import surgelab.sim
 
     assert sorted(surgelab.sim.__all__) == [
-        "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "load_fleet", "simulate",
+        "Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "fleet_error_bar", "load_fleet",
+        "simulate",
     ]  # fmt: skip
 
 
@@ -262,3 +263,25 @@ def test_the_event_loop_collects_garbage_less_often_and_restores_the_collector(t
         assert gc.get_threshold() == (900, 11, 12)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_simulated_switch_over_is_held_to_the_plans_bound(tmp_path):
+    """The seeds' plan: checks every 15 s, out after 3 failures, switch-over < 30 s. A crash at 20 s
+    fails the checks at 30, 45 and 60 s: detected 40 s after it, and the simulated summary says so."""
+    pools = [{"name": "primary", "replicas": 1, "profile": "tiny", "failures": {"crashes": [{"at": "20s"}], "recovery": "60s"}},
+             {"name": "backup", "replicas": 1, "profile": "tiny"}]  # fmt: skip
+    seed = {"policy": "failover", "health_check": {"interval": "15s", "failures": 3, "max_switch_over": "30s"}}
+    load = {"rate": 5, "duration": "90s", "arrival": "constant"}
+    result = run(tmp_path, scenario(load), fleet(pools=pools, router=seed), "seed")
+    block = result.summary["failover"]
+    assert block["switch_overs"] == [{"target": "primary/primary-0", "first_failure_s": 20.0, "taken_out_s": 60.0,
+                                      "last_sent_s": 60.0, "switch_over_s": 40.0, "taken_out": True}]  # fmt: skip
+    assert (block["bound_s"], block["worst_s"], block["passed"]) == (30.0, 40.0, False)
+    assert result.summary["thresholds"][-1] == {"expr": "switch_over < 30s", "metric": "switch_over", "observed": 40.0,
+                                                "passed": False, "abort_on_fail": False, "default": False}  # fmt: skip
+    assert not result.summary["thresholds_passed"]
+    # checks every 5 s meet it; the bound may come from the scenario's routing.health as well
+    fast = {"policy": "failover", "health_check": {"interval": "5s", "failures": 3}}
+    bounded = scenario(load, routing={"health": {"max_switch_over": "30s"}})
+    quick = run(tmp_path, bounded, fleet(pools=pools, router=fast), "fast").summary["failover"]
+    assert (quick["worst_s"], quick["passed"]) == (10.0, True)

@@ -74,7 +74,13 @@ def test_server_gauges_reach_telemetry_parquet_and_the_summary(embedded, scenari
     assert roles["running"]["max"] == 4  # --max-num-seqs 4 with 8 users: the batch is full...
     assert roles["waiting"]["mean"] > 1  # ...and the rest wait
     assert "engine/vllm:generation_tokens_total:rate" in telemetry["series"]
-    assert result.summary["utilization"]["slots"] == 4
+    utilization = result.summary["utilization"]
+    assert utilization["slots"] == 4
+    # requests waited at the server: what it completed is its capacity, and 8 users offer at least all of it
+    # (more in 3 s: the 8 still in flight at the end arrived but did not complete)
+    assert utilization["capacity_source"].startswith("measured") and utilization["capacity_rps"] > 0
+    assert utilization["capacity_rps"] == result.summary["throughput"]["requests_per_s"]
+    assert utilization["offered"] >= 0.9
     assert any("capped" in hint or "waiting" in hint for hint in result.summary["diagnosis"])
 
 

@@ -65,3 +65,48 @@ def test_theil_sen_and_mann_kendall_agree_with_scipy() -> None:
     spikes = 200 + rng.normal(0, 1, t.size)
     spikes[::7] += 500  # a few huge outliers, no drift: Theil–Sen is not moved
     assert not trend(t, spikes, "x", "ms").leak_like
+
+
+def _run_with_ttft(duration_s: int, rate: float, ttft_ms) -> dict:
+    """summary.json of hand-made records: ``rate`` req/s for ``duration_s``, TTFT ``ttft_ms(t)`` at each send."""
+    from array import array
+
+    from surgelab.analysis.summary import RunInfo, summarize
+    from surgelab.metrics.record import Outcome, State
+    from surgelab.metrics.store import RecordBuffer, RecordMeta
+    from surgelab.scenario.loader import build_scenario
+
+    buffer, n = RecordBuffer(), int(duration_s * rate)
+    for k in range(n):
+        intended = int(k / rate * 1e9)
+        first = intended + int(ttft_ms(k / rate) * 1e6)
+        out = Outcome(state=State.OK, sent_ns=intended, first_token_ns=first, end_ns=first + 1_000_000, output_tokens=2,
+                      usage_source="server", token_ns=array("q", [first, first + 1_000_000]))  # fmt: skip
+        buffer.add(RecordMeta(id=k, intended_ns=intended, warmup=False), out)
+    scenario = build_scenario({"target": {"url": "http://127.0.0.1:1/v1", "model": "m"},
+                               "load": {"rate": rate, "duration": f"{duration_s}s"}})  # fmt: skip
+    return summarize(buffer.take(), scenario, RunInfo(stop_reason="completed", stopped_at_s=float(duration_s)))
+
+
+def test_a_queue_filling_in_a_40s_run_is_no_leak_and_never_rises_from_below_zero() -> None:
+    """Seen: "TTFT P50 rose from −25.8 ms …: a steady rise" on a 40 s run — the fitted line's start, extrapolated."""
+    s = _run_with_ttft(40, 10, lambda t: 20.0 if t < 20 else 20.0 + 1.5 * (t - 20) ** 2)
+    ttft = s["trends"]["ttft_p50"]
+    assert ttft["start"] < 0, "the fitted line does start below zero here"
+    assert ttft["first"] == pytest.approx(20.0) and ttft["change"] > 10 and ttft["span_s"] < 40
+    assert not ttft["leak_like"] and not any("TTFT P50" in w for w in s["warnings"])
+
+
+def test_a_slow_drift_over_a_soak_is_still_a_warning_from_its_real_baseline() -> None:
+    s = _run_with_ttft(1200, 1, lambda t: 100.0 + t / 24)  # 100 ms → 150 ms over 20 minutes
+    ttft = s["trends"]["ttft_p50"]
+    assert ttft["leak_like"] and ttft["first"] == pytest.approx(102, abs=2)
+    [warning] = [w for w in s["warnings"] if "TTFT P50" in w]
+    assert warning.startswith("TTFT P50 rose from 102 to 147 ms (+44% over the run) in 1,140 s"), warning
+
+
+def test_a_series_without_a_baseline_is_no_leak() -> None:
+    t = np.arange(20.0) * 60
+    errors = np.where(t < 600, 0.0, (t - 600) / 12_000)  # none for 10 minutes, then rising
+    rising = trend(t, errors, "error rate", "fraction", 300)
+    assert rising.p_value < 0.01 and rising.first == 0 and rising.change is None and not rising.leak_like

@@ -23,9 +23,12 @@ MESSAGE_CHARS = 200
 TOP_ERRORS = 5
 
 
-def top_errors(source: ColumnSource, state: Labels, limit: int = TOP_ERRORS) -> list[dict[str, Any]]:
-    """Failed requests grouped by (state, HTTP status, message), the largest groups first."""
-    failed = state.isin([s.value for s in FAILED_STATES])
+def top_errors(
+    source: ColumnSource, state: Labels, rows: np.ndarray | None = None, limit: int = TOP_ERRORS
+) -> list[dict[str, Any]]:
+    """Requests that did not succeed (``rows``; the failed states when not given) grouped by (state,
+    HTTP status, message), the largest groups first: unanswered, dropped and lost ones with their cause."""
+    failed = state.isin([s.value for s in FAILED_STATES]) if rows is None else rows
     if not failed.any():
         return []
     message = labels(source, "error")

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.analysis.outcomes import censored_distribution, e2e_values, ttft_values
 from surgelab.analysis.slo import STREAMING_KINDS, fitting, kinds_of, meets_slo, objectives
 from surgelab.analysis.stats import distribution
-from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.scenario.model import Scenario
 
 __all__ = ["by_kind", "STREAMING_KINDS", "THROUGHPUT_UNITS"]
@@ -66,11 +66,9 @@ class _Units:
 
 def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario, units: _Units) -> dict:
     measured = rows & ~c.warmup
-    ok = measured & (c.state == State.OK.value)
-    failed = measured & c.state.isin([s.value for s in FAILED_STATES])
+    ok = measured & c.outcomes.ok
     # rates count every success that ended in the window, warm-up ones included (as summary.py does)
-    ok_in_window = rows & (c.state == State.OK.value) & window.ended(c.end)
-    n_ok, n_failed = int(ok.sum()), int(failed.sum())
+    ok_in_window = rows & c.outcomes.ok & window.ended(c.end)
     streams = kind in STREAMING_KINDS and scenario.target.stream
     throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}
     if kind in THROUGHPUT_UNITS:
@@ -80,20 +78,22 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
         throughput["input_tokens_per_s"] = window.per_s(float(np.nansum(c.prompt[ok_in_window])))
     if kind in ("chat", "completions", "vision", "transcription", "flow"):
         throughput["output_tokens_per_s"] = window.per_s(float(np.nansum(c.output[ok_in_window])))
-    latency: dict[str, Any] = {"e2e": distribution(c.end[ok] - c.intended[ok], 1000)}
-    service: dict[str, Any] = {"e2e": distribution(c.end[ok] - c.sent[ok], 1000)}
+    # given-up requests count as their wait in TTFT and E2E, as everywhere in the summary (analysis.outcomes)
+    latency: dict[str, Any] = {"e2e": censored_distribution(e2e_values(c, measured, c.intended))}
+    service: dict[str, Any] = {"e2e": censored_distribution(e2e_values(c, measured, c.sent))}
     if streams or kind == "flow":
-        latency["ttft"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
+        latency["ttft"] = censored_distribution(ttft_values(c, measured, c.intended))
         latency["itl"] = c.itl_distribution(ok)
         sel = ok & (c.output > 1)
         latency["tpot"] = distribution((c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1), 1000)
-        service["ttft"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
+        service["ttft"] = censored_distribution(ttft_values(c, measured, c.sent))
     if kind == "speech":
         latency["ttfa"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
         service["ttfa"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
     block: dict[str, Any] = {
-        "requests": {"measured": int(measured.sum()), "ok": n_ok, "failed": n_failed,
-                     "error_rate": n_failed / (n_ok + n_failed) if n_ok + n_failed else 0.0},  # fmt: skip
+        "requests": {"measured": int(measured.sum()), "ok": int(ok.sum()), "failed": int((measured & c.outcomes.failed).sum()),
+                     "unsuccessful": int((measured & c.outcomes.against).sum()),
+                     "error_rate": c.outcomes.error_rate(measured)},  # fmt: skip
         "throughput": throughput,
         "latency_ms": latency,
         "service_latency_ms": service,
@@ -131,10 +131,10 @@ def _step_shares(c: Any, ok: np.ndarray, steps: list, scenario: Scenario) -> dic
 def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any, kind: str, scenario: Scenario) -> dict:
     """The rows judged as everywhere in the summary (``analysis.slo``); ``slo_ms`` shows the kind's objectives
     (its own over the scenario's, those that fit), which its requests meet unless their tier sets its own."""
-    good = meets_slo(c, ok_in_window, scenario)
+    ok = measured & c.outcomes.ok
+    good = meets_slo(c, ok_in_window | ok, scenario)
     applied = fitting(objectives(scenario, "", kind), kind, scenario.target.stream)
-    finished = int((ok_in_window | (measured & c.state.isin([s.value for s in FAILED_STATES])
-                                     & window.ended(c.end))).sum())  # fmt: skip
-    return {"requests_per_s": window.per_s(float(good.sum())),
-            "fraction": float(good.sum()) / finished if finished else None,
+    counted = int((measured & c.outcomes.counted).sum())
+    return {"requests_per_s": window.per_s(float((good & ok_in_window).sum())),
+            "fraction": float((good & ok).sum()) / counted if counted else None,
             "slo_ms": {k: (v * 1000 if v is not None else None) for k, v in applied.model_dump().items()}}  # fmt: skip

@@ -17,12 +17,16 @@ import pyarrow as pa
 from surgelab import __version__
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.errors import top_errors
+from surgelab.analysis.failover import failover_block, failover_threshold, live_switch_overs
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
-from surgelab.analysis.slo import meets_slo
+from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcomes_of, ttft_values
+from surgelab.analysis.slo import FIRST_TOKEN_KINDS, kinds_of, meets_slo
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
+from surgelab.analysis.token_counts import uncounted_tokens_warning
 from surgelab.analysis.trend import Trend, request_trends
+from surgelab.analysis.verdict import headline
 from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
 from surgelab.load.ramp_check import ramp_warnings
@@ -32,7 +36,7 @@ from surgelab.scenario.model import Scenario, Slo
 
 __all__ = ["RunInfo", "RecordColumns", "summarize", "meets_slo", "SUMMARY_VERSION"]
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: every request that did not succeed counts against the run (analysis.outcomes)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class RunInfo:
     window_start_s: float | None = None  # the earliest end of a phase's warm-up
     phase_windows: dict[str, tuple[float, float]] | None = None  # per phase: (warm-up end, planned end)
     worker_losses: tuple[str, ...] = ()  # what each worker that died took with it, in words
+    routing: dict[str, Any] | None = None  # the live router's report (run.json ``routing``)
+    failover: dict[str, Any] | None = None  # a simulation's switch-overs and their bound: {"switch_overs", "bound_s"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunInfo:
@@ -62,6 +68,8 @@ class RunInfo:
             window_start_s=data.get("window_start_s"),
             phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
             worker_losses=tuple(loss["reason"] for loss in data.get("worker_losses", ())),
+            routing=data.get("routing"),
+            failover=data.get("failover"),
         )
 
     def resolved(self, scenario: Scenario) -> RunInfo:
@@ -91,6 +99,8 @@ class RecordColumns:
         self.phase = labels(source, "phase")
         self.request_class = labels(source, "request_class")
         self.tier = labels(source, "tier")
+        self.outcomes = outcomes_of(source, self.state)  # what counts against the run (analysis.outcomes)
+        self.first_token_rows = np.ones(len(self.state), dtype=bool)  # kinds with a first token (set by summarize)
         self.usage_source = labels(source, "usage_source")
         self.target = labels(source, "target")
         self.kind = labels(source, "kind")
@@ -130,10 +140,11 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     """The summary of a table of records, or of a run directory's ``records.parquet`` read column by column."""
     info = info.resolved(scenario)
     c = RecordColumns(records)
-    cut_short = bool(c.warmup.size) and bool(c.warmup.all())
-    if cut_short:  # stopped before the warm-up ended: the warm-up is all there is to report
+    c.first_token_rows = kinds_of(c, scenario).isin(FIRST_TOKEN_KINDS)
+    warmup_only = bool(c.warmup.size) and bool(c.warmup.all())
+    if warmup_only:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)
-    window_start = 0.0 if cut_short else info.window_start_s
+    window_start = 0.0 if warmup_only else info.window_start_s
     window_end = info.stopped_at_s
     if window_end is None:  # crashed run: the records tell how far it got
         finite = c.end[~np.isnan(c.end)]
@@ -148,7 +159,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     validity = _validity(
         lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses
     )
-    if cut_short:
+    if warmup_only:
         validity["valid"] = False
         validity["reasons"].append("the run stopped before its warm-up ended: every figure includes the warm-up")
     summary: dict[str, Any] = {
@@ -174,6 +185,9 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
             "by_state": by_state,
             "warmup": int(c.warmup.sum()),
             "measured": int((~c.warmup).sum()),
+            "unanswered": overall["requests"]["unanswered"],
+            "cut_short": overall["requests"]["cut_short"],
+            "unsuccessful": overall["requests"]["unsuccessful"],
             "error_rate": overall["requests"]["error_rate"],
             "drop_rate": overall["requests"]["drop_rate"],
             **c.attempts,
@@ -200,8 +214,12 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     summary["streaming"] = buffered_streams(c, ok)
-    results = [_judge(t, c, ok, summary) for t in scenario.thresholds]
+    results = [_judge(t, c, ~c.warmup, summary) for t in scenario.thresholds]
     results += _default_bounds(scenario, summary["requests"], info.stop_reason or "")
+    failover = _failover(c, scenario, info)
+    if failover is not None:
+        summary["failover"] = failover
+        results += [t for t in [failover_threshold(failover)] if t]
     summary["thresholds"] = results
     summary["thresholds_passed"] = all(r["passed"] for r in results)
     failed = c.state.isin([s.value for s in FAILED_STATES])
@@ -218,15 +236,29 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
     summary["warnings"] += buffering_warnings(summary["streaming"])
-    summary["errors"] = top_errors(c.source, c.state)
+    uncounted = uncounted_tokens_warning(c, ok, summary["latency_ms"], scenario.tokenizer)
+    summary["warnings"] += [uncounted] if uncounted else []
+    summary["errors"] = top_errors(c.source, c.state, c.outcomes.against)
+    summary["headline"] = headline(summary, max(p.load.grace for p in scenario.phase_list))
     return summary
 
 
+def _failover(c: RecordColumns, scenario: Scenario, info: RunInfo) -> dict[str, Any] | None:
+    """Switch-over times against the plan's bound (``analysis.failover``): a simulation's, or the live router's."""
+    if info.failover is not None:
+        return failover_block(info.failover["switch_overs"], info.failover.get("bound_s"))
+    if info.routing is None:
+        return None
+    health = scenario.routing.health
+    return failover_block(live_switch_overs(c, info.routing, health.failures), health.max_switch_over)
+
+
 def _trends(c: RecordColumns, window: Window, stream: bool) -> dict[str, Any]:
-    """Drift of the median latency (TTFT when streaming) and of the error rate over the measured run."""
-    counted = ~c.warmup & ~c.state.isin([State.DROPPED.value, State.CANCELLED.value])
-    failed = c.state.isin([s.value for s in FAILED_STATES])
-    ok = c.state == State.OK.value
+    """Drift of the median latency (TTFT when streaming) and of the error rate over the measured run
+    (every request that did not succeed counts, as in ``error_rate``; dropped ones were never sent)."""
+    counted = ~c.warmup & c.outcomes.counted & ~c.outcomes.dropped
+    failed = c.outcomes.against
+    ok = c.outcomes.ok
     done = c.first_token if stream else c.end
     latency = np.where(ok & counted, done - c.intended, np.nan)
     return request_trends(c.intended, latency, failed, counted, window.start, window.end, "ttft" if stream else "e2e")
@@ -279,29 +311,33 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
     Counts and latencies leave out requests intended during the warm-up; rates count every
     completion that *ended* inside the window, whenever it was sent — the steady-state
     completion rate, so that a window right after a warm-up is not short of the requests
-    still finishing from it.
+    still finishing from it. Every request that did not succeed counts against the error rate
+    and the goodput fraction, and a request given up on counts in TTFT and E2E as the time it
+    waited (``analysis.outcomes``).
     """
+    o = c.outcomes
     measured = rows & ~c.warmup
-    is_ok = rows & (c.state == State.OK.value)
-    is_failed = rows & c.state.isin([s.value for s in FAILED_STATES])
-    ok, failed = is_ok & measured, is_failed & measured
-    dropped = measured & (c.state == State.DROPPED.value)
-    in_window = window.ended(c.end)
-    ok_in_window = is_ok & in_window
-    n_ok, n_failed, n_dropped = int(ok.sum()), int(failed.sum()), int(dropped.sum())
-    finished = n_ok + n_failed
+    is_ok = rows & o.ok
+    ok = is_ok & measured
+    counted = measured & o.counted
+    n_failed, n_dropped = int((measured & o.failed).sum()), int((measured & o.dropped).sum())
+    ok_in_window = is_ok & window.ended(c.end)
     out_tokens = float(np.nansum(c.output[ok_in_window]))
     in_tokens = float(np.nansum(c.prompt[ok_in_window]))
-    good = meets_slo(c, ok_in_window, scenario)
-    finished_in_window = int((ok_in_window | (is_failed & in_window)).sum())
+    good = meets_slo(c, ok_in_window | ok, scenario)  # judged once: rates by window, the fraction by intended time
+    n_counted = int(counted.sum())
+    timed = measured & c.first_token_rows
     return {
         "requests": {
             "measured": int(measured.sum()),
-            "ok": n_ok,
+            "ok": int(ok.sum()),
             "failed": n_failed,
             "dropped": n_dropped,
-            "error_rate": n_failed / finished if finished else 0.0,
-            "drop_rate": n_dropped / (finished + n_dropped) if finished + n_dropped else 0.0,
+            "unanswered": int((measured & o.unanswered).sum()),
+            "cut_short": int((measured & o.cut_short).sum()),
+            "unsuccessful": int((measured & o.against).sum()),
+            "error_rate": o.error_rate(measured),
+            "drop_rate": n_dropped / n_counted if n_counted else 0.0,
         },
         "throughput": {
             "requests_per_s": window.per_s(float(ok_in_window.sum())),
@@ -310,18 +346,18 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
             "total_tokens_per_s": window.per_s(out_tokens + in_tokens),
         },
         "latency_ms": {
-            "ttft": distribution(c.first_token[ok] - c.intended[ok], 1000),
+            "ttft": censored_distribution(ttft_values(c, timed, c.intended)),
             "itl": c.itl_distribution(ok),
             "tpot": distribution(_tpot(c, ok, scenario.target.stream), 1000),
-            "e2e": distribution(c.end[ok] - c.intended[ok], 1000),
+            "e2e": censored_distribution(e2e_values(c, measured, c.intended)),
         },
         "service_latency_ms": {
-            "ttft": distribution(c.first_token[ok] - c.sent[ok], 1000),
-            "e2e": distribution(c.end[ok] - c.sent[ok], 1000),
+            "ttft": censored_distribution(ttft_values(c, timed, c.sent)),
+            "e2e": censored_distribution(e2e_values(c, measured, c.sent)),
         },
         "goodput": {
-            "requests_per_s": window.per_s(float(good.sum())),
-            "fraction": float(good.sum()) / finished_in_window if finished_in_window else None,
+            "requests_per_s": window.per_s(float((good & ok_in_window).sum())),
+            "fraction": float((good & ok).sum()) / n_counted if n_counted else None,
             "slo_ms": _slo_ms(scenario.slo),
         },
         "tokens": {
@@ -438,10 +474,10 @@ def _validity(lag: dict[str, Any], late: tuple[int, int], by_state: dict[str, in
     return {"valid": not reasons, "reasons": reasons, "max_lag_p99_ms": bound_ms, "late_sends": n_late, "sends": sends}
 
 
-def _judge(threshold: Threshold, c: RecordColumns, ok: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
+def _judge(threshold: Threshold, c: RecordColumns, measured: np.ndarray, summary: dict[str, Any]) -> dict[str, Any]:
     """Observed value of a threshold's quantity (seconds or a fraction) and its verdict."""
     if threshold.aggregation is not None:
-        observed = _aggregate(threshold.aggregation, threshold.metric, c, ok, summary["target"]["stream"])
+        observed = _aggregate(threshold.aggregation, threshold.metric, c, measured, summary["target"]["stream"])
     else:
         observed = {
             "error_rate": summary["requests"]["error_rate"],
@@ -475,16 +511,18 @@ def _default_bounds(scenario: Scenario, requests: dict[str, Any], stop_reason: s
     return bounds
 
 
-def _aggregate(agg: str, metric: str, c: RecordColumns, ok: np.ndarray, stream: bool) -> float | None:
-    """A threshold's aggregation (mean, min, max or pNN) of one metric over ``ok`` rows, in seconds."""
+def _aggregate(agg: str, metric: str, c: RecordColumns, measured: np.ndarray, stream: bool) -> float | None:
+    """A threshold's aggregation (mean, min, max or pNN) of one metric over the ``measured`` rows, in
+    seconds: TTFT and E2E with the censored waits of requests given up on, as the summary shows them."""
+    ok = measured & c.outcomes.ok
     if metric == "itl":  # from the integer gaps, never held as floats
         itl = c.gaps.summary(ok, 1.0)
         if itl.n == 0:
             return None
         return getattr(itl, agg)() if agg in ("mean", "min", "max") else float(itl.quantiles(float(agg[1:]) / 100)[0])
     values = {
-        "ttft": lambda: c.first_token[ok] - c.intended[ok],
-        "e2e": lambda: c.end[ok] - c.intended[ok],
+        "ttft": lambda: ttft_values(c, measured & c.first_token_rows, c.intended)[0],
+        "e2e": lambda: e2e_values(c, measured, c.intended)[0],
         "tpot": lambda: _tpot(c, ok, stream),
     }[metric]()
     values = values[~np.isnan(values)]

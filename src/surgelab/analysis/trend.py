@@ -6,7 +6,12 @@ needs: the Theil–Sen slope (the median of every pairwise slope, unmoved by a f
 95 % interval (Sen's rank method), and the Mann–Kendall test of "no monotonic trend" (normal
 approximation with the tie correction). A trend is called *leak-like* when it is significant
 (p < 0.01), its interval excludes zero, and it moved the series by at least 10 % over the run
-in the bad direction (up for latency, errors and memory).
+in the bad direction (up for latency, errors and memory) — measured from the series' own
+level at the start (the median of its first points), never from the fitted line, whose start
+can fall below zero (a run whose latency climbs late was said to rise "from −25.8 ms"); a
+series that starts at zero has no baseline to rise 10 % from. Latency and errors must drift
+for at least ``MIN_SOAK_S`` to be called a leak: over a 40 s run a rising median is a queue
+filling or a warm-up, not the slow drift of a soak.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Trend", "trend", "windowed", "request_trends", "memory_trends", "MIN_POINTS", "SIGNIFICANCE", "MIN_CHANGE"]
+__all__ = [
+    "Trend", "trend", "windowed", "request_trends", "memory_trends", "MIN_POINTS", "SIGNIFICANCE", "MIN_CHANGE",
+    "MIN_SOAK_S",
+]  # fmt: skip
 
 MIN_POINTS = 8  # fewer windows than this say nothing about a trend
 SIGNIFICANCE = 0.01
 MIN_CHANGE = 0.10  # a drift smaller than this over the whole run is not worth a warning
+MIN_SOAK_S = 300.0  # latency and errors drifting over less than this are a transient, not a leak
 _Z_975 = 1.959963984540054
 _MAX_POINTS = 400  # pairwise slopes grow as n²: longer series are averaged down first
 
@@ -38,8 +47,11 @@ class Trend:
     slope_per_hour: float
     slope_ci_per_hour: tuple[float, float]
     p_value: float
-    change: float | None  # (end − start) ÷ start; None when the start is 0
+    change: float | None  # (last − first) ÷ first; None without a baseline above 0
     leak_like: bool
+    first: float  # the series' own level at the start: the median of its first points
+    last: float  # … and at the end
+    span_s: float  # time from the first point to the last
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +61,7 @@ class Trend:
         lo, hi = self.slope_ci_per_hour
         what = "a leak-like trend" if self.unit == "MiB" else "a steady rise"
         return (
-            f"{self.metric} rose from {_num(self.start)} to {_num(self.end)} {self.unit}{pct}, "
+            f"{self.metric} rose from {_num(self.first)} to {_num(self.last)} {self.unit}{pct} in {_num(self.span_s)} s, "
             f"{_num(self.slope_per_hour, '+')} {self.unit}/h (95% CI {_num(lo, '+')} to {_num(hi, '+')}), "
             f"p = {self.p_value:.2g}: {what}"
         )
@@ -71,8 +83,9 @@ def _thin(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.array([y[a:b].mean() for a, b in zip(edges[:-1], edges[1:])]))  # fmt: skip
 
 
-def trend(t_s: np.ndarray, y: np.ndarray, metric: str, unit: str) -> Trend | None:
-    """The drift of ``y`` over ``t_s`` (seconds); None with fewer than ``MIN_POINTS`` finite points."""
+def trend(t_s: np.ndarray, y: np.ndarray, metric: str, unit: str, min_span_s: float = 0.0) -> Trend | None:
+    """The drift of ``y`` over ``t_s`` (seconds); None with fewer than ``MIN_POINTS`` finite points. It is
+    leak-like only over at least ``min_span_s`` seconds."""
     t_s, y = np.asarray(t_s, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(t_s) & np.isfinite(y)
     t_s, y = _thin(t_s[keep], y[keep])
@@ -98,9 +111,13 @@ def trend(t_s: np.ndarray, y: np.ndarray, metric: str, unit: str) -> Trend | Non
     lo, hi = (float(slopes[lo_rank]), float(slopes[hi_rank])) if m else (slope, slope)
     intercept = float(np.median(y - slope * t_s))
     start, end = float(intercept + slope * t_s[0]), float(intercept + slope * t_s[-1])
-    change = (end - start) / abs(start) if start else None
-    leak = p < SIGNIFICANCE and lo > 0 and (change is None or change >= MIN_CHANGE)
-    return Trend(metric, unit, int(n), start, end, slope * 3600, (lo * 3600, hi * 3600), p, change, bool(leak))
+    edge = max(n // 8, 1)  # the series' own level at either end, unmoved by the fit
+    first, last = float(np.median(y[:edge])), float(np.median(y[-edge:]))
+    change = (last - first) / first if first > 0 else None
+    span = float(t_s[-1] - t_s[0])
+    leak = p < SIGNIFICANCE and lo > 0 and change is not None and change >= MIN_CHANGE and span >= min_span_s
+    return Trend(metric, unit, int(n), start, end, slope * 3600, (lo * 3600, hi * 3600), p, change, bool(leak),
+                 first, last, span)  # fmt: skip
 
 
 def windowed(times: np.ndarray, values: np.ndarray, start: float, end: float, windows: int,
@@ -130,9 +147,9 @@ def request_trends(sent_s: np.ndarray, latency_s: np.ndarray, failed: np.ndarray
     if end <= start:
         return out
     t, y = windowed(sent_s, latency_s * 1000, start, end, windows)
-    out[f"{latency_name}_p50"] = _as_dict(trend(t, y, f"{latency_name.upper()} P50", "ms"))
+    out[f"{latency_name}_p50"] = _as_dict(trend(t, y, f"{latency_name.upper()} P50", "ms", MIN_SOAK_S))
     t, y = windowed(sent_s[counted], failed[counted].astype(float), start, end, windows, reduce="mean")
-    out["error_rate"] = _as_dict(trend(t, y, "error rate", "fraction"))
+    out["error_rate"] = _as_dict(trend(t, y, "error rate", "fraction", MIN_SOAK_S))
     return out
 
 

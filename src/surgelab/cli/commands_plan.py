@@ -155,11 +155,20 @@ def plan(
     service_time: str | None = typer.Option(None, help="--queueing mmc: mean service time, e.g. 0.5s."),
     servers: int | None = typer.Option(None, help="--queueing mmc: number of servers."),
     target_wait: str | None = typer.Option(None, help="--queueing mmc: find the fewest servers with this mean wait."),
+    search_space: Path | None = typer.Option(
+        None, "--search", help="Search a deployment space (a YAML file, docs/capacity.md) for the cheapest fleet that meets its SLO."
+    ),
+    workers: int = typer.Option(2, "--workers", min=1, max=64, help="--search: simulations run in this many processes."),
 ) -> None:
     """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
     from surgelab.conditions import Threshold
 
     console = Console()
+    if search_space is not None:
+        from surgelab.cli.commands_search import run_search
+
+        run_search(search_space, workers, out, force, console)
+        return
     if queue_model is not None:  # the old name read like an AI model; kept working, with a note
         Console(stderr=True).print("[yellow]note:[/] plan --model is now --queueing (a queueing model, not an AI model)")
         queueing = queueing or queue_model

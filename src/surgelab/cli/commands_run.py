@@ -154,7 +154,7 @@ def run(
 ) -> None:
     """Run load against a target and record every request.
 
-    Exit codes: 0 pass · 1 a threshold failed, a guard stopped the run, or over 10% failed (the default bound, unless a threshold on error_rate is set) · 2 bad input · 3 invalid run (client fell behind, drops, a worker died) · 4 pre-flight failed · 130 interrupted.
+    Exit codes: 0 pass · 1 a threshold failed, a guard stopped the run, or over 10% did not succeed — failed, timed out, unanswered, dropped or lost (the default bound, unless a threshold on error_rate is set) · 2 bad input · 3 invalid run (client fell behind, drops, a worker died) · 4 pre-flight failed · 130 interrupted.
     """
     overrides = _overrides(
         url=url, model=model, endpoint=endpoint, rate=rate, concurrency=concurrency, arrival=arrival,
@@ -278,12 +278,20 @@ def _say_failed_defaults(summary: dict[str, Any], stop_reason: str) -> None:
         if not t.get("default") or t["passed"]:
             continue
         if t["metric"] == "error_rate":
-            err.print(f"failed: error rate {t['observed']:.1%} is over the default bound ({t['expr']}); "
+            err.print(f"failed: error rate {t['observed']:.1%} is over the default bound ({t['expr']}){_cause(summary)}; "
                       "a threshold of your own replaces it, e.g. --threshold 'error_rate < 50%'", highlight=False, soft_wrap=True)  # fmt: skip
         else:
             err.print("failed: no request succeeded", highlight=False, soft_wrap=True)
     if stop_reason.startswith("aborted: guard"):
         err.print(f"failed: {stop_reason}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _cause(summary: dict[str, Any]) -> str:
+    """What most of the failures were, for the default bound's line: requests never answered, else the largest group."""
+    req, top = summary["requests"], (summary.get("errors") or [None])[0]
+    if req.get("unanswered"):
+        return f": {req['unanswered']} of {req['measured']} requests never answered"
+    return f": mostly {top['count']:,} × {top['state']}: {top['message'] or 'no message'}" if top else ""
 
 
 def _compared(done: Any, console: Console, run_dir: Path) -> int:
@@ -318,10 +326,13 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
         f"{p.name}: {p.load.mode} loop, {p.load.describe()} for {p.load.planned_duration:g}s"
         for p in scenario.phase_list
     )
+    from surgelab.cli.resolved import resolved_lines
     from surgelab.load.ramp_check import ramp_warnings
     from surgelab.redact import redact_url
 
     print(f"{scenario_file}: ok — {scenario.name} against {redact_url(scenario.target.base_url)} — {phases}")
+    for line in resolved_lines(scenario):  # every target's timeouts and the health checks, as they resolved
+        print(line)
     for warning in ramp_warnings(scenario):
         print(f"warning: {warning}")
 

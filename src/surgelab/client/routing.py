@@ -6,6 +6,13 @@ request's target is drawn from the weights with the run's seed; a target is take
 it comes back after ``recovery`` passing checks. Every switch is an event with its time, and
 the requests lost around it (failed on a target between the first failure of the streak and
 its removal, or in flight on it then) are counted.
+
+Each target is checked on its own fixed cadence, a check starting every ``interval`` whatever
+the last one did: a hung target's checks time out (``timeout``) and count as failures without
+pushing its next check, or another target's, later (they used to run together and then sleep,
+so one hung target stretched every target's period to ``interval + timeout``). A streak's first
+failure is when the failing request was sent or the failing check started — when the target
+was already failing, not when that was noticed.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class RouteEvent:
     target: str
     event: str  # "down" or "up"
     reason: str
+    first_failure_s: float | None = None  # down: the streak's first failing send or check start
 
 
 @dataclass
@@ -47,6 +55,7 @@ class _State:
     failures: int = 0  # consecutive
     passes: int = 0  # consecutive passing checks while down
     streak_started_s: float | None = None
+    first_failure_s: float | None = None  # the streak's earliest failing send or check start
     sent: int = 0
     failed: int = 0
     lost: int = 0
@@ -91,10 +100,11 @@ class Router:
     def _now(self) -> float:
         return self.clock() / 1e9
 
-    def _failure(self, name: str, reason: str) -> None:
+    def _failure(self, name: str, reason: str, began_s: float) -> None:
         state = self.state[name]
         if state.failures == 0:
-            state.streak_started_s = self._now()
+            state.streak_started_s, state.first_failure_s = self._now(), began_s
+        state.first_failure_s = min(state.first_failure_s if state.first_failure_s is not None else began_s, began_s)
         state.failures += 1
         state.passes = 0
         if state.up and state.failures >= self.health.failures:
@@ -103,7 +113,7 @@ class Router:
             state.streak_requests = 0
             now = self._now()
             state.switchovers.append(now - (state.streak_started_s or now))
-            self.events.append(RouteEvent(now, name, "down", reason))
+            self.events.append(RouteEvent(now, name, "down", reason, state.first_failure_s))
 
     def _success(self, name: str, from_check: bool) -> None:
         state = self.state[name]
@@ -116,8 +126,8 @@ class Router:
                 state.up, state.passes = True, 0
                 self.events.append(RouteEvent(self._now(), name, "up", f"{self.health.recovery} passing checks"))
 
-    def observe(self, name: str, ok: bool, error: str | None = None) -> None:
-        """A request's outcome counts towards its target's health."""
+    def observe(self, name: str, ok: bool, error: str | None = None, sent_s: float | None = None) -> None:
+        """A request's outcome counts towards its target's health (``sent_s``: when it was sent)."""
         state = self.state[name]
         state.sent += 1
         if ok:
@@ -129,19 +139,27 @@ class Router:
             state.streak_requests += 1  # lost only if this streak takes the target out
         else:
             state.lost += 1  # in flight when it was taken out
-        self._failure(name, f"request failed: {(error or '')[:120]}")
+        self._failure(name, f"request failed: {(error or '')[:120]}", sent_s if sent_s is not None else self._now())
 
     async def check_forever(self) -> None:
-        """Health checks every ``interval`` until cancelled."""
+        """Health checks of every target, each on its own cadence, until cancelled."""
         timeout = aiohttp.ClientTimeout(total=self.health.timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            while True:
-                await asyncio.gather(*(self._check(session, name) for name in self.names))
-                await asyncio.sleep(self.health.interval)
+            await asyncio.gather(*(self._check_every(session, name) for name in self.names))
+
+    async def _check_every(self, session: aiohttp.ClientSession, name: str) -> None:
+        """A check of ``name`` starting every ``interval``; one that outlasted its interval (a timeout at
+        or above it) is followed at once, so checks of one target never overlap nor fall behind."""
+        next_s = self._now()
+        while True:
+            await self._check(session, name)
+            next_s = max(next_s + self.health.interval, self._now())
+            await asyncio.sleep(next_s - self._now())
 
     async def _check(self, session: aiohttp.ClientSession, name: str) -> None:
         target = self.targets[name]
         url = target.base_url + self.health.path
+        began_s = self._now()
         try:
             async with session.get(url, **request_options(url, target.tls, target.proxy)) as response:
                 await response.read()
@@ -152,7 +170,7 @@ class Router:
         if ok:
             self._success(name, from_check=True)
         else:
-            self._failure(name, reason)
+            self._failure(name, reason, began_s)
 
     def report(self) -> dict[str, Any]:
         """The summary's ``routing`` block."""

@@ -69,7 +69,7 @@ class Engine:
         if errors:
             raise ValueError(f"invalid profile {profile.name!r}: " + "; ".join(errors))
         self.profile = profile
-        self.kv = KVCache(profile.kv_blocks, profile.block_size, prefix_caching)
+        self.kv = KVCache(profile.kv_blocks, profile.block_size, prefix_caching, profile.kv_cpu_blocks)
         self._waiting: deque[_Sequence] = deque()
         self._running: list[_Sequence] = []  # in batch order
         self._known: dict[str, _Sequence] = {}
@@ -176,8 +176,10 @@ class Engine:
         tokens, reads = [members], [dec.context + members * step]
         scheduled: list[tuple[_Sequence, int]] = []
         first = None
+        load = 0.0
         if self._waiting and budget:
             self._admit_waiting(budget, scheduled, {})
+            load = kv.take_loaded() * self.profile.kv_load_s_per_block
             pairs = 0
             for seq, n in scheduled:
                 tokens[0] += n
@@ -211,7 +213,7 @@ class Engine:
                     self._retire(seq)
                 else:
                     dec.join(seq, after)
-        return self._run(start, 1, tokens, reads, started, (), finished, max_steps - 1, first)
+        return self._run(start, 1, tokens, reads, started, (), finished, max_steps - 1, first, load)
 
     def plan(self, max_steps: int) -> Run | None:
         """Plan up to ``max_steps`` steps from now, taking none; None when the next one is no pure decode step.
@@ -237,14 +239,18 @@ class Engine:
 
     def _run(self, start: int, taken: int, tokens: list[int], reads: list[int], started: dict[str, int],
              stopped: tuple[str, ...], finished: list[str] | tuple[str, ...], more: int,
-             first: tuple[int, int] | None = None) -> Run:  # fmt: skip
+             first: tuple[int, int] | None = None, load: float = 0.0) -> Run:  # fmt: skip
         """The run of ``taken`` steps (their work already on ``tokens``/``reads``; the first's
-        sequences and attention pairs ``first`` when it prefills) and up to ``more`` planned."""
+        sequences and attention pairs ``first`` when it prefills, and ``load`` seconds of KV
+        loaded from the CPU tier) and up to ``more`` planned."""
         ends = [(0, tuple(finished))] if finished else []
         if more > 0 and self._running and not (finished and self._waiting):
             for last, seqs in self._plan_decode(more, tokens, reads):
                 ends.append((last - start, tuple([seq.request.request_id for seq in seqs])))
-        return Run(start, self.profile.step_times(tokens, reads, first), started, stopped, ends, taken)
+        durations = self.profile.step_times(tokens, reads, first)
+        if load:
+            durations[0] += load
+        return Run(start, durations, started, stopped, ends, taken)
 
     def _general_run(self, max_steps: int) -> Run:
         """``run()`` whose first step is ``step()``'s."""
@@ -407,6 +413,9 @@ class Engine:
                 prefilling += 1
                 pairs += n * seq.computed + n * (n + 1) // 2
         duration = self.profile.step_time(prefill, decode, kv_read, prefilling, pairs)
+        loaded = self.kv.take_loaded()
+        if loaded:  # prefix blocks back from host memory, over the host link
+            duration += loaded * self.profile.kv_load_s_per_block
 
         step = self._steps
         self._steps = step + 1

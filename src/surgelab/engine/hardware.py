@@ -220,7 +220,16 @@ class Deployment:
             description=self.describe(),
             kv_bytes_per_token=self.kv_bytes_per_token,
             gpu=gpu.name,
+            **self._offload(),
         )
+
+    def _offload(self) -> dict[str, float | int]:
+        """The CPU tier of the KV cache: blocks host memory holds, and one block's load over each GPU's host link."""
+        if not self.cpu_offload_bytes:
+            return {}
+        block = self.block_size * self.kv_bytes_per_token
+        return {"kv_cpu_blocks": int(self.cpu_offload_bytes // block),
+                "kv_load_s_per_block": block / (self.tp * self.gpu.host_bytes_per_s)}  # fmt: skip
 
     def describe(self) -> str:
         precision = self.weight_precision + ("" if self.kv_precision in ("bf16", "fp16") else f", {self.kv_precision} KV")

@@ -4,6 +4,12 @@ Only counts matter to the model, so a block is either *private* to one request (
 or *cached* under the hash of the prompt prefix it holds (named). Cached blocks carry a
 reference count; at zero they stay resident but evictable, least recently used first, so
 a later request with the same system prompt can still reuse them.
+
+With a CPU tier (vLLM's KV offload to host memory), an evicted cached block is kept in host
+memory, least recently used out first; a request whose prefix continues there past the
+GPU's hits has those blocks loaded over the host link instead of recomputed: they count as
+cached, need GPU blocks like any other, and ``loaded`` counts them for the engine to charge
+the transfer to the step that admits the request.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ class Allocation:
 class KVCache:
     """Block accounting with optional prefix caching; all sizes in blocks of ``block_size``."""
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True, cpu_blocks: int = 0) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("a KV cache needs at least one block of at least one token")
         self.num_blocks = num_blocks
@@ -49,6 +55,10 @@ class KVCache:
         self._private = 0
         self._refs: dict[int, int] = {}
         self._evictable: OrderedDict[int, None] = OrderedDict()
+        self.cpu_blocks = cpu_blocks if prefix_caching else 0
+        self._cpu: OrderedDict[int, None] = OrderedDict()
+        self.loaded = 0
+        """Blocks loaded from the CPU tier since the engine last took the count (``take_loaded``)."""
 
     @property
     def free_blocks(self) -> int:
@@ -89,7 +99,8 @@ class KVCache:
         if not self._allocate(alloc, need - hits):
             self.release(alloc)
             return -1
-        return hits
+        loaded = self._load(alloc, hashes[hits:need]) if self._cpu and hashes else 0
+        return hits + loaded
 
     def admissible(self, hashes: tuple[int, ...], tokens: int) -> bool:
         """Whether ``admit`` would succeed now; changes nothing."""
@@ -142,6 +153,26 @@ class KVCache:
         alloc.shared.clear()
         alloc.private = 0
 
+    def take_loaded(self) -> int:
+        """Blocks loaded from the CPU tier since the last call."""
+        loaded, self.loaded = self.loaded, 0
+        return loaded
+
+    def _load(self, alloc: Allocation, hashes: tuple[int, ...]) -> int:
+        """Turn ``alloc``'s fresh blocks into the leading ``hashes`` found in the CPU tier (loaded, not computed)."""
+        cpu, loaded = self._cpu, 0
+        for h in hashes:
+            if h not in cpu or h in self._refs or alloc.private == 0:
+                break
+            cpu.move_to_end(h)
+            alloc.private -= 1
+            self._private -= 1
+            self._refs[h] = 1
+            alloc.shared.append(h)
+            loaded += 1
+        self.loaded += loaded
+        return loaded
+
     def _ref(self, h: int) -> None:
         self._refs[h] += 1
         self._evictable.pop(h, None)
@@ -156,6 +187,11 @@ class KVCache:
             for _ in range(blocks - unused):
                 victim, _ = self._evictable.popitem(last=False)
                 del self._refs[victim]
+                if self.cpu_blocks:  # offloaded, not lost
+                    self._cpu[victim] = None
+                    self._cpu.move_to_end(victim)
+                    if len(self._cpu) > self.cpu_blocks:
+                        self._cpu.popitem(last=False)
         self._private += blocks
         alloc.private += blocks
         return True

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ __all__ = ["COEFFICIENTS", "COMBINE", "EngineProfile", "ProfileError", "read_pro
 
 COEFFICIENTS = (
     "prefill_s_per_token", "decode_base_s", "s_per_kv_token", "step_overhead_s", "prefill_s_per_pair", "step_s_per_seq",
-    "request_overhead_s", "comm_s_per_token", "expert_s",
+    "request_overhead_s", "comm_s_per_token", "expert_s", "kv_load_s_per_block",
 )  # fmt: skip
 """The step-time coefficients (seconds per unit of work), each a finite number >= 0."""
 COMBINE = ("max", "sum", "split")
@@ -94,6 +94,10 @@ class EngineProfile:
     """Mixture of experts: experts each token is routed to."""
     gpu: str = ""
     """The GPU the physics derived these figures for (``Deployment``); empty for coefficients given or fitted."""
+    kv_cpu_blocks: int = 0
+    """KV blocks an offload to host memory holds (vLLM's CPU offload; 0: none): evicted prefix blocks live on there."""
+    kv_load_s_per_block: float = 0.0
+    """Seconds to load one KV block back from host memory, added to the step that admits the request."""
 
     def validate(self) -> list[str]:
         """Every problem at once, as ``field: message`` lines."""
@@ -115,7 +119,7 @@ class EngineProfile:
         kv_bytes = self.kv_bytes_per_token
         if kv_bytes is not None and not (isinstance(kv_bytes, (int, float)) and math.isfinite(kv_bytes) and kv_bytes > 0):
             errors.append(f"kv_bytes_per_token: must be a finite number > 0, got {kv_bytes!r}")
-        for name in ("num_experts", "experts_per_token"):
+        for name in ("num_experts", "experts_per_token", "kv_cpu_blocks"):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
                 errors.append(f"{name}: must be an integer >= 0, got {value!r}")
@@ -249,6 +253,10 @@ class EngineProfile:
         kv = batch * (prompt_tokens + output_tokens / 2)
         pairs = batch * (prompt_tokens * (prompt_tokens + 1) / 2) / output_tokens
         return batch / self.price(prefill + batch, kv, batch, pairs)
+
+    def slowed(self, factor: float) -> EngineProfile:
+        """Every time ``factor`` times longer: the profile at the slow end of its measured error."""
+        return replace(self, **{name: getattr(self, name) * factor for name in COEFFICIENTS})
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

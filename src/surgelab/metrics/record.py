@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-__all__ = ["State", "FAILED_STATES", "Outcome", "RECORD_SCHEMA"]
+__all__ = ["State", "FAILED_STATES", "CUT_SHORT", "Outcome", "RECORD_SCHEMA"]
 
 
 class State(str, enum.Enum):
@@ -29,6 +29,10 @@ class State(str, enum.Enum):
 
 
 FAILED_STATES = (State.HTTP_ERROR, State.TIMEOUT, State.CONNECTION_ERROR, State.PROTOCOL_ERROR)
+
+# The error of a request the user cancelled without giving it any grace (a second Ctrl-C, or a stop with
+# load.grace 0): the one cancellation that does not count against the target (analysis/outcomes.py).
+CUT_SHORT = "cut short: the run was interrupted with no grace left for the response"
 
 
 @dataclass(slots=True)

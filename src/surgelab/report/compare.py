@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from surgelab.analysis.outcomes import e2e_per_row, ttft_per_row
 from surgelab.analysis.window import window_of
 from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
 
@@ -65,7 +66,7 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
     ok = c.ok()
     window = window_of(summary, run_info)
     in_window = ok & window.ended(c.end)
-    failed = measured & c.state.isin(["http_error", "timeout", "connection_error", "protocol_error"])
+    failed = measured & c.outcomes.against  # unanswered, dropped and lost too, as the summary counts them
     lengths = np.where(ok & measured, c.gaps.lengths, 0).astype(np.int64)
     flat = c.gaps.values(measured & ok) * 1000.0
     return _Sample(
@@ -74,10 +75,10 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
         measured=np.flatnonzero(measured),
         ok_in_window=in_window,
         tokens_in_window=np.where(in_window, np.nan_to_num(c.output), 0.0),
-        done=(ok & measured) | failed,
+        done=measured & c.outcomes.counted,
         failed=failed,
-        ttft=np.where(ok & measured, c.ttft() * 1000.0, np.nan),
-        e2e=np.where(ok & measured, c.e2e() * 1000.0, np.nan),
+        ttft=np.where(measured, ttft_per_row(c, c.intended) * 1000.0, np.nan),  # given-up requests as their wait
+        e2e=np.where(measured, e2e_per_row(c, c.intended) * 1000.0, np.nan),
         itl=flat,
         itl_parent=np.repeat(np.arange(len(lengths)), lengths),
     )

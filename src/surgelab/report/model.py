@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
+from surgelab.analysis.outcomes import Outcomes, outcomes_of
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
 from surgelab.metrics.store import return_freed_memory
@@ -78,6 +79,7 @@ class RunColumns:
     end: np.ndarray
     output: np.ndarray
     gaps: Gaps  # every request's inter-token gaps, integer microseconds
+    outcomes: Outcomes  # what counts against the run, as in the summary (``analysis.outcomes``)
 
     @property
     def measured(self) -> np.ndarray:
@@ -100,8 +102,9 @@ def load_columns(run_dir: Path | str) -> RunColumns:
     """The columns of a run directory's records, read one at a time (not the whole table)."""
     return_freed_memory()
     source = ColumnSource(Path(run_dir))
+    state = labels(source, "state")
     return RunColumns(
-        state=labels(source, "state"),
+        state=state,
         phase=labels(source, "phase"),
         tier=labels(source, "tier"),
         kind=labels(source, "kind"),
@@ -112,6 +115,7 @@ def load_columns(run_dir: Path | str) -> RunColumns:
         end=source.numpy("end_ns", seconds),
         output=source.floats("output_tokens"),
         gaps=Gaps(source),
+        outcomes=outcomes_of(source, state),
     )
 
 
@@ -210,12 +214,12 @@ def _target_series(scenario: Scenario | None, run_info: dict[str, Any], times: n
 def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float | None] | None:
     """Measured requests per window (by end) that failed or missed their tier's SLO; None without an SLO.
 
-    The same count as the simulator's ``sla_violations`` and the complement of goodput:
-    cancelled requests count neither way.
+    The same count as the simulator's ``sla_violations`` and the complement of goodput: a request
+    unanswered when the grace ran out is a miss; only those cut short by the user count neither way.
     """
     if scenario is None or not _has_slo(scenario):
         return None
-    counted = c.measured & (c.state != "cancelled")
+    counted = c.measured & c.outcomes.counted
     good = meets_slo(c, c.ok() & counted, scenario)  # type: ignore[arg-type]  # the columns it reads
     when = np.where(np.isfinite(c.end), c.end, c.intended)
     return _list(_counts(np.where(counted & ~good, when, np.nan), n), 0)
@@ -351,7 +355,7 @@ def _slo(scenario: Scenario | None, misses: list[float | None] | None, c: RunCol
     overall = ms(scenario.slo)
     tiers = {name: ms(scenario.slo_of(name)) for name in scenario.tiers}
     text = words(overall) + "".join(f"; tier {t}: {words(o)}" for t, o in tiers.items() if o != overall)
-    counted = int((c.measured & (c.state != "cancelled")).sum())
+    counted = int((c.measured & c.outcomes.counted).sum())
     return {"ms": overall, "tiers": tiers, "text": text, "misses": int(sum(v or 0 for v in misses)), "counted": counted}
 
 

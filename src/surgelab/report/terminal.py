@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from surgelab.analysis.verdict import observed_text
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.report.charts import terminal_chart
 from surgelab.units import format_duration
@@ -18,7 +19,7 @@ from surgelab.units import format_duration
 if TYPE_CHECKING:
     from surgelab.report.model import ReportData
 
-__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline", "sweep_table"]
+__all__ = ["LiveView", "render_snapshot", "summary_table", "print_summary", "timeline", "sweep_table", "failover_lines"]
 
 
 def _ms(value: float | None) -> str:
@@ -84,6 +85,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
         head.add_row("ended", f"{summary['stop_reason']} after {format_duration(summary['wall_s'] or 0)}")
     head.add_row("requests", f"{req['scheduled']:,} scheduled · {req['ok']:,} ok · {req['failed']:,} failed · "
                  f"{req['dropped']:,} dropped · {req['cancelled']:,} cancelled"
+                 + (f" ({req['unanswered']:,} never answered)" if req.get("unanswered") else "")
                  + (f" · {req['lost']:,} lost with a worker" if req.get("lost") else "")
                  + f" (error rate {req['error_rate']:.2%})")  # fmt: skip
     for error in summary.get("errors") or []:  # what failed, in the target's words
@@ -109,10 +111,17 @@ def summary_table(summary: dict[str, Any]) -> Group:
         lat.add_row(name, *(_lat(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), f"{d['count']:,}")
 
     parts: list[Any] = [head, lat]
+    censored = summary["latency_ms"]["e2e"].get("censored")
+    if censored:
+        parts.append(Text(f"TTFT and E2E count {censored:,} requests given up on as the time they waited (at least that long)",
+                          style="yellow"))  # fmt: skip
+    if summary.get("headline"):  # the verdict and its cause come first, before any figure
+        parts.insert(0, Text(summary["headline"], style="bold red" if summary["headline"].startswith("FAIL") else "bold yellow"))
     lag = summary["schedule_lag_ms"]
     validity = summary["validity"]
     verdict = "[green]valid[/]" if validity["valid"] else "[red]INVALID[/]: " + "; ".join(validity["reasons"])
     parts.append(Text.from_markup(f"schedule lag p50 {_num(lag['p50'])} ms · p99 {_num(lag['p99'])} ms — {verdict}"))
+    parts += [Text(line, style="yellow" if "never taken out" in line else "") for line in failover_lines(summary.get("failover"))]
     client_warning = (summary.get("client") or {}).get("warning")
     for warning in [*summary.get("warnings", []), *([client_warning] if client_warning else [])]:
         parts.append(Text(f"warning: {warning}", style="bold yellow"))
@@ -121,8 +130,27 @@ def summary_table(summary: dict[str, Any]) -> Group:
     for t in summary["thresholds"]:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         default = " [dim](default bound)[/]" if t.get("default") else ""
-        parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {_observed(t)})"))
+        parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {observed_text(t)})"))
     return Group(*parts)
+
+
+def failover_lines(block: dict[str, Any] | None) -> list[str]:
+    """One line per switch-over of ``summary.json``'s ``failover``: when the target failed, when it last got a request."""
+    if not block:
+        return []
+    bound = f" (bound {block['bound_s']:g} s)" if block["bound_s"] is not None else ""
+    lines = []
+    for s in block["switch_overs"]:
+        last = f"{s['last_sent_s']:.1f} s" if s["last_sent_s"] is not None else "the end"
+        if s["taken_out"]:
+            lines.append(f"failover: {s['target']} failing from {s['first_failure_s']:.1f} s, taken out at {s['taken_out_s']:.1f} s, "
+                         f"last request sent to it at {last}: switch-over {s['switch_over_s']:.1f} s{bound}")  # fmt: skip
+        else:
+            lines.append(f"failover: {s['target']} failing from {s['first_failure_s']:.1f} s and never taken out: requests "
+                         f"sent to it until {last} ({s['failing_for_s']:.1f} s){bound}")  # fmt: skip
+    if not lines and block["bound_s"] is not None:
+        lines.append(f"failover: no target failed, nothing to switch over{bound}")
+    return lines
 
 
 def _error_text(error: dict[str, Any]) -> str:
@@ -137,19 +165,6 @@ def _lat(value: float | None) -> str:
 
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
-
-
-def _observed(t: dict[str, Any]) -> str:
-    value = t["observed"]
-    if value is None:
-        return "no data"
-    if "(" in t["metric"]:
-        return f"{value * 1000:,.1f} ms"
-    if t["metric"] == "ok":
-        return f"{value:,}"
-    if t["metric"] in ("error_rate", "drop_rate"):
-        return f"{value:.3%}"
-    return f"{value:,.2f}"
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:

@@ -21,7 +21,7 @@ from surgelab.client.openai import OpenAIClient
 from surgelab.client.routing import Router
 from surgelab.files import os_error_line
 from surgelab.metrics.live import LiveSnapshot, LiveStats
-from surgelab.metrics.record import Outcome, State
+from surgelab.metrics.record import CUT_SHORT, Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.collector import collector_paused, collector_resumed
 from surgelab.runner.guards import AbortGuard
@@ -109,7 +109,7 @@ class Execution:
         self._writing: asyncio.Future | None = None
         self._in_writing: pa.Table | None = None  # the rows of the flush under way, kept until they are on disk
         self._unwritten: list[pa.Table] = []  # rows a failed flush could not write (a full disk), tried again at the end
-        self.cancel_reason = "run stopped before the response ended"  # the error of a request cancelled in flight
+        self.cancel_reason = CUT_SHORT  # the error of a request cancelled in flight (``drain`` says why)
 
     def clock(self) -> int:
         """Nanoseconds since the run started, on the monotonic performance counter."""
@@ -184,7 +184,8 @@ class Execution:
             out.fail(State.PROTOCOL_ERROR, f"client error: {type(exc).__name__}: {exc}", self.clock())
         finally:
             if self.router is not None and out.state is not State.CANCELLED:
-                self.router.observe(target, out.state is State.OK, out.error)
+                sent_s = out.sent_ns / SECOND if out.sent_ns is not None else None
+                self.router.observe(target, out.state is State.OK, out.error, sent_s)
             self.record(meta, out)
         return out
 
@@ -219,13 +220,22 @@ class Execution:
                 self.cancel_reason = (
                     f"no answer by the end of the grace period ({grace_s:g}s after the planned end, load.grace)"
                 )
-            grace_s = grace_s if self.stop.requested else 0.0  # past the schedule's end, the grace is spent
-            deadline = time.monotonic() + (0 if self.stop.hurry else grace_s)
-            while self.tasks and not self.stop.hurry and time.monotonic() < deadline:
-                await asyncio.wait(set(self.tasks), timeout=min(MAX_NAP_S, max(deadline - time.monotonic(), 0)))
+            else:
+                deadline = time.monotonic() + (0 if self.stop.hurry else grace_s)
+                while self.tasks and not self.stop.hurry and time.monotonic() < deadline:
+                    await asyncio.wait(set(self.tasks), timeout=min(MAX_NAP_S, max(deadline - time.monotonic(), 0)))
+                self.cancel_reason = self._stopped_reason(grace_s)
             for task in list(self.tasks):
                 task.cancel()
             await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _stopped_reason(self, grace_s: float) -> str:
+        """The error of a request still in flight when a stop's grace ran out: unanswered, unless the
+        user gave it no time (a second interrupt, or an interrupt with no grace), which is not the target's doing."""
+        interrupted = self.stop.reason.startswith("interrupted")
+        if self.stop.hurry or (interrupted and grace_s <= 0):
+            return CUT_SHORT
+        return f"no answer within the grace period ({grace_s:g}s after the run stopped: {self.stop.reason}, load.grace)"
 
     async def flush_loop(self) -> None:
         """Write buffered records off the event loop; a write in progress is never abandoned.

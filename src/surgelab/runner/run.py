@@ -209,7 +209,7 @@ def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> di
     memory = memory_trends(info.get("cpu"), servers)
     summary["trends"].update(memory)
     summary["warnings"] += leak_warnings(memory) + skipped_warnings(info.get("inputs"))
-    attach_telemetry(summary, telemetry)
+    attach_telemetry(summary, telemetry, scenario.telemetry.capacity)
     write_summary_file(run_dir, summary)
     return summary
 

@@ -21,7 +21,7 @@ from surgelab.scenario.guards import Abort, Guards
 from surgelab.scenario.load import Arrival, Load
 from surgelab.scenario.output import Output, Telemetry, TelemetrySource
 from surgelab.scenario.slo import Slo, Tier, Validity
-from surgelab.scenario.target import Backoff, Health, NamedTarget, Price, Retry, Routing, Target, Timeouts
+from surgelab.scenario.target import Backoff, Health, NamedTarget, Price, Retry, Routing, Target, Timeouts, inherited
 from surgelab.scenario.workload import (
     KINDS,
     Audio,
@@ -51,6 +51,14 @@ _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 def slug(text: str) -> str:
     """``text`` made a scenario name: every run of other characters one '-', trimmed ('../x y' → 'x-y')."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).lstrip("._-")[:128].rstrip("._-") or "run"
+
+
+def _valid_target(data: dict[str, Any], info: ValidationInfo) -> bool:
+    try:
+        Target.model_validate(data, context=info.context)
+    except ValueError:
+        return False
+    return True
 
 
 class GuardExceeded(ValueError):
@@ -86,8 +94,13 @@ class Scenario(ScenarioModel):
         description="Mixed into every unique prompt prefix. Unset: a fresh one per run (saved in the run's "
         "scenario.yaml), so a rerun against a warm server cannot hit its prefix cache; set it to resend a run's exact prompts.",
     )  # fmt: skip
-    target: Target = Field(description="The endpoint under test (with targets: the first of them, unless given).")
-    targets: list[NamedTarget] | None = Field(None, min_length=2, description="Several endpoints (see routing).")
+    target: Target = Field(
+        description="The endpoint under test. With targets: the settings every entry inherits unless it sets its own "
+        "(timeouts, headers, retry, … key by key), and the first entry when not given."
+    )
+    targets: list[NamedTarget] | None = Field(
+        None, min_length=2, description="Several endpoints (see routing), each with target's settings it does not set itself."
+    )
     routing: Routing = Field(Routing(), description="With targets: compare them, or route traffic between them.")
     load: Load | None = Field(None, description="How hard: open-loop rate or closed-loop users, duration, warm-up.")
     phases: list[Phase] | None = Field(None, min_length=1, description="Instead of load: several phases, each with its own load and mix.")
@@ -148,12 +161,20 @@ class Scenario(ScenarioModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _primary_target(cls, data: Any) -> Any:
-        """With ``targets`` and no ``target``, the first named target is the primary one."""
-        if isinstance(data, dict) and "target" not in data and isinstance(data.get("targets"), list) and data["targets"]:
+    def _primary_target(cls, data: Any, info: ValidationInfo) -> Any:
+        """With ``targets`` and no ``target``, the first named target is the primary one; with both,
+        every setting of ``target`` reaches every entry of ``targets`` that does not set it itself
+        (a ``target`` that is itself wrong is reported once, at its own lines, and passed on to none)."""
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), list) or not data["targets"]:
+            return data
+        if "target" not in data:
             first = data["targets"][0]
             if isinstance(first, dict):
                 data = {**data, "target": {k: v for k, v in first.items() if k not in ("name", "weight", "price")}}
+        elif isinstance(data["target"], dict) and _valid_target(data["target"], info):
+            defaults = {k: v for k, v in data["target"].items() if v is not None}
+            targets = [inherited(defaults, t) if isinstance(t, dict) else t for t in data["targets"]]
+            data = {**data, "targets": targets}
         return data
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AnyHttpUrl, Field
+from pydantic import AnyHttpUrl, Field, PositiveFloat
 
 from surgelab.scenario.base import PositiveSeconds, ScenarioModel
 from surgelab.scenario.target import Tls
@@ -45,3 +45,8 @@ class Telemetry(ScenarioModel):
     sources: list[TelemetrySource] = Field(default_factory=list)
     interval: PositiveSeconds = Field(1.0, description="Time between scrapes.")
     nvml: bool = Field(False, description="Also sample this machine's NVIDIA GPUs through NVML (extra surgelab[gpu]).")
+    capacity: PositiveFloat | None = Field(
+        None, description="The target's service capacity in requests/s on this workload (e.g. a sweep's highest "
+        "throughput): utilization.offered is the arrival rate ÷ this. Unset, a run measures it only when the server "
+        "had requests waiting, and says it is unknown otherwise.",
+    )  # fmt: skip

@@ -11,7 +11,9 @@ from surgelab.files import scenario_path
 from surgelab.scenario.base import Headers, PositiveSeconds, ScenarioModel, Seconds
 from surgelab.units import parse_ratio
 
-__all__ = ["Timeouts", "Backoff", "Retry", "RetryOn", "Tls", "Target", "Price", "NamedTarget", "Health", "Routing"]
+__all__ = [
+    "Timeouts", "Backoff", "Retry", "RetryOn", "Tls", "Target", "Price", "NamedTarget", "Health", "Routing", "inherited",
+]  # fmt: skip
 
 
 class Timeouts(ScenarioModel):
@@ -153,14 +155,37 @@ class NamedTarget(Target):
     price: Price | None = None
 
 
+def inherited(defaults: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """A ``targets:`` entry with every setting of the top-level ``target:`` that it does not give
+    itself, as a reader of the file expects: mappings (``timeouts``, ``tls``, ``headers``,
+    ``extra_body``, ``retry``) merge key by key, the entry's own value winning at every level."""
+    merged = dict(defaults)
+    for key, value in entry.items():
+        base = merged.get(key)
+        merged[key] = inherited(base, value) if isinstance(base, dict) and isinstance(value, dict) else value
+    return merged
+
+
 class Health(ScenarioModel):
     """Health checks that drive failover, as a client-side router or a load balancer would."""
 
     path: str = Field("/models", description="Checked with GET, relative to the target's base URL.")
-    interval: PositiveSeconds = Field(1.0, description="Time between checks.")
+    interval: PositiveSeconds = Field(1.0, description="Time between the starts of a target's checks (a fixed cadence).")
     timeout: PositiveSeconds = Field(1.0, description="A slower answer is a failed check.")
     failures: int = Field(3, ge=1, description="Consecutive failures (checks or requests) that take a target out.")
     recovery: int = Field(2, ge=1, description="Consecutive passing checks that bring it back.")
+    max_switch_over: PositiveSeconds | None = Field(
+        None,
+        description="The plan's bound on a switch-over, from a target's first failure to the last request sent to "
+        "it (e.g. 30s): judged in summary.json's failover and thresholds, exit 1 when it is not met.",
+    )
+
+    def checks_take_out_s(self) -> tuple[float, float]:
+        """How long checks alone take to take out a target that hangs, from the hang to the failed check
+        that takes it out: ``failures`` checks a period apart (the interval, or the timeout when longer),
+        the last ending a timeout after its start, the first of them starting up to an interval after the hang."""
+        span = (self.failures - 1) * max(self.interval, self.timeout) + self.timeout
+        return span, span + self.interval
 
 
 class Routing(ScenarioModel):

@@ -257,6 +257,10 @@ class HealthCheck(_Model):
     interval: PositiveSeconds = 15.0
     failures: int = Field(3, ge=1, description="Consecutive failed checks that take a replica out.")
     recovery: int = Field(1, ge=1, description="Consecutive passed checks that bring it back.")
+    max_switch_over: PositiveSeconds | None = Field(
+        None, description="The plan's bound on switch_over_s (crash → detection), e.g. 30s: judged in summary.json's "
+        "failover and thresholds; the scenario's routing.health.max_switch_over when unset."
+    )
 
 
 class Router(_Model):

@@ -185,6 +185,8 @@ def _ready(sim: Simulator, rep: Replica) -> Iterable[Event]:
         rep.state = DOWN  # nothing comes up in a region that is down; it starts when the region is back
         return ()
     rep.state = READY
+    if rep.crash is not None:  # up again: what the router sent it since the crash failed until now
+        rep.crash["ready_at_s"] = sim.now / SECOND
     if rep.crash is None or sim.fleet.router.health_check is None:
         rep.router_up = True
         if rep.crash is not None:

@@ -9,6 +9,7 @@ failures, autoscaler decisions) and a ``fleet`` block in ``summary.json``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from surgelab.analysis.failover import simulated_switch_overs
 from surgelab.analysis.summary import RecordColumns, RunInfo, meets_slo, summarize
 from surgelab.engine.accuracy import error_bar
 from surgelab.metrics.record import State
@@ -29,11 +31,13 @@ from surgelab.metrics.rundir import (
     write_run_info,
     write_summary_file,
 )
+from surgelab.metrics.store import MetaRow
 from surgelab.scenario.model import Scenario
 from surgelab.sim.cache import memory_traded
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.recorder import Recorder
-from surgelab.sim.simulator import Simulator
+from surgelab.sim.request import SimOutcome
+from surgelab.sim.simulator import Simulator, StopSimulation
 from surgelab.units import SECOND
 
 __all__ = ["SimResult", "simulate", "fleet_report", "comparison_rows"]
@@ -46,22 +50,31 @@ class SimResult:
     fleet: dict[str, Any]
 
 
-def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True) -> SimResult:
+def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True,
+             stop: Callable[[MetaRow, SimOutcome], str | None] | None = None) -> SimResult:  # fmt: skip
     """Run ``scenario`` against ``fleet`` in virtual time and write the run directory.
 
     ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path).
+    ``stop`` sees every outcome as it is recorded and ends the simulation where it is by
+    returning why (a search that has seen its objective lost); the requests still under way
+    are then not recorded, and ``run.json``'s ``stop_reason`` says so.
     """
     run_dir = prepare_run_dir(run_dir, scenario)
     recorder = Recorder(run_dir)
-    sim = Simulator(scenario, fleet, recorder, fast)
+    record = recorder if stop is None else _watched(recorder, stop)
+    sim = Simulator(scenario, fleet, record, fast)
     plans = sim.traffic.plans
     info = run_info(plans, fleet=fleet.name)
     wall = time.perf_counter()
     end_ns = sim.run()
     wall = time.perf_counter() - wall
     table = recorder.close()
-    info.update(stop_reason="completed", stopped_at_s=max(p.end_ns for p in plans) / SECOND, wall_s=wall,
-                simulated_end_s=end_ns / SECOND)  # fmt: skip
+    reason = f"stopped: {sim.stopped}" if sim.stopped else "completed"
+    stopped_at = sim.now if sim.stopped else max(p.end_ns for p in plans)
+    info.update(stop_reason=reason, stopped_at_s=stopped_at / SECOND, wall_s=wall, simulated_end_s=end_ns / SECOND)
+    bound = _switch_over_bound(fleet, scenario)
+    if sim.failures or bound is not None:  # judged like a live drill's (analysis.failover)
+        info["failover"] = {"switch_overs": simulated_switch_overs(sim.failures, end_ns / SECOND), "bound_s": bound}
     write_run_info(run_dir, info)
     pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
     summary = summarize(table, scenario, RunInfo.from_dict(info))
@@ -74,6 +87,25 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     write_summary_file(run_dir, summary)
     write_json(run_dir / "fleet.json", report)
     return SimResult(run_dir, summary, report)
+
+
+def _watched(recorder: Recorder, stop: Callable[[MetaRow, SimOutcome], str | None]):
+    """``recorder``, then ``stop``: a reason from it ends the simulation."""
+
+    def record(meta: MetaRow, outcome: SimOutcome) -> None:
+        recorder(meta, outcome)
+        reason = stop(meta, outcome)
+        if reason:
+            raise StopSimulation(reason)
+
+    return record
+
+
+def _switch_over_bound(fleet: Fleet, scenario: Scenario) -> float | None:
+    """The fleet's ``router.health_check.max_switch_over``, else the scenario's ``routing.health`` one."""
+    check = fleet.router.health_check
+    own = check.max_switch_over if check is not None else None
+    return own if own is not None else scenario.routing.health.max_switch_over
 
 
 def _violations(table: pa.Table, scenario: Scenario) -> int:

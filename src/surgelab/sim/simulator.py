@@ -35,9 +35,15 @@ __all__ = ["Simulator"]
 _GC_YOUNG = 50_000  # allocations between young-generation collections while the loop runs (Python: 700)
 
 
+class StopSimulation(Exception):
+    """Raised by whatever records outcomes to end the simulation where it is; the message says why."""
+
+
 class Simulator:
     def __init__(self, scenario: Scenario, fleet: Fleet, record, fast: bool = True) -> None:
         self.scenario, self.fleet, self.record = scenario, fleet, record
+        self.stopped = ""
+        """Why a watcher stopped the simulation early (``StopSimulation``); empty when it ran to the end."""
         self.now = 0
         self.current: Event | None = None
         self._heap: list = []
@@ -76,6 +82,8 @@ class Simulator:
         gc.set_threshold(max(thresholds[0], _GC_YOUNG), *thresholds[1:])
         try:
             processed = self._loop(heap, pop, push, seq)
+        except StopSimulation as stop:  # a watcher has seen enough (``simulate(stop=...)``)
+            self.stopped = str(stop)
         finally:
             gc.set_threshold(*thresholds)
         self.events_processed += processed

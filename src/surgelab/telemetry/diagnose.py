@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from surgelab.analysis.utilization import utilization
+
 __all__ = ["diagnose", "attach_telemetry"]
 
 
@@ -28,9 +30,10 @@ def diagnose(summary: dict[str, Any]) -> list[str]:
     if not summary["validity"]["valid"] and lag.get("p99") is not None and lag["p99"] > summary["validity"]["max_lag_p99_ms"]:
         hints.append(f"client schedule lag P99 {lag['p99']:.0f} ms: {_lag_culprit(summary.get('host_cpu'))}")
     states = summary["requests"]["by_state"]
-    failed = summary["requests"]["failed"]
+    failed = summary["requests"].get("unsuccessful", summary["requests"]["failed"])  # unanswered ones too
     if failed:
-        worst = max(("http_error", "timeout", "connection_error", "protocol_error"), key=lambda s: states[s])
+        kinds = ("http_error", "timeout", "connection_error", "protocol_error", "cancelled", "dropped", "lost")
+        worst = max(kinds, key=lambda s: states.get(s, 0))
         top = (summary.get("errors") or [None])[0]
         said = f": {top['count']} × {_said(top)}" if top else ": look at the records' error column"
         hints.append(f"{failed} failed requests, mostly {worst} ({states[worst]}){said}")
@@ -90,20 +93,11 @@ def _lag_culprit(cpu: dict[str, Any] | None) -> str:
     )
 
 
-def attach_telemetry(summary: dict[str, Any], block: dict[str, Any]) -> None:
-    """Add the telemetry block, the utilisation it allows, and the diagnosis to a summary."""
+def attach_telemetry(summary: dict[str, Any], block: dict[str, Any], capacity_rps: float | None = None) -> None:
+    """Add the telemetry block, the utilisation (``analysis.utilization``: with telemetry, or a declared
+    capacity), and the diagnosis to a summary."""
     if block:
         summary["telemetry"] = block
-        running = block.get("roles", {}).get("running")
-        conc = summary["concurrency"]
-        if running and running["max"] > 0 and conc.get("mean_in_flight") is not None:
-            slots = running["max"]
-            latency = conc.get("mean_latency_s")
-            summary["utilization"] = {
-                "slots": slots,  # the most requests the server ran at once: its parallel capacity as observed
-                "offered": conc["mean_in_flight"] / slots,  # λ/μ with μ = slots ÷ mean service time (L = λW)
-                "busy_fraction": running["mean"] / slots,
-                "arrival_rate": conc.get("arrival_rate"),
-                "service_rate": slots / latency if latency else None,
-            }
+    if block or capacity_rps is not None:
+        summary["utilization"] = utilization(summary, block.get("roles", {}) if block else {}, capacity_rps)
     summary["diagnosis"] = diagnose(summary)
