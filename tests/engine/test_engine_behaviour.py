@@ -39,7 +39,7 @@ def test_throughput_rises_with_concurrency_then_plateaus_where_the_profile_predi
     levels = [1, 8, 64, 256, 512, 1024]
     measured = {c: closed_loop_throughput(profile, c) for c in levels}
     # Each level is 4-8x the last; throughput must rise clearly until the batch is full
-    # (64 -> 256 rises less, 1.4x+: at MFU 0.35, docs/profiles.md, prefill compute is near).
+    # (64 -> 256 rises less, 1.4x+: the steps near the compute roofline, docs/engine.md "Step time").
     for low, high in itertools.pairwise(levels[:4]):
         assert measured[high] > 1.4 * measured[low], measured
     plateau = profile.steady_throughput(profile.max_num_seqs, PROMPT, OUTPUT)
