@@ -46,14 +46,18 @@ class SimResult:
     fleet: dict[str, Any]
 
 
-def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True) -> SimResult:
+def simulate(
+    scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True, fast_prefix: bool | None = None
+) -> SimResult:
     """Run ``scenario`` against ``fleet`` in virtual time and write the run directory.
 
-    ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path).
+    ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path), and
+    hashes prompts for the prefix cache by the definition (``sim.prefix.reference_hashes``);
+    ``fast_prefix`` chooses the hashing alone.
     """
     run_dir = prepare_run_dir(run_dir, scenario)
     recorder = Recorder(run_dir)
-    sim = Simulator(scenario, fleet, recorder, fast)
+    sim = Simulator(scenario, fleet, recorder, fast, fast_prefix)
     plans = sim.traffic.plans
     info = run_info(plans, fleet=fleet.name)
     wall = time.perf_counter()

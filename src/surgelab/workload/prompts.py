@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,11 +22,12 @@ from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.kinds import prepare as prepare_kind
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
+__all__ = ["PromptFactory", "WorkloadSampler", "Conversation", "Synthetic", "PREFIX_WIDTH"]
 
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
-_PREFIX_WIDTH = 3
+PREFIX_WIDTH = 3
+"""Words of a prompt's unique prefix (its request number in base 4096, least significant digit first)."""
 _LEAN_SPECS = 4096  # lean specs kept for reuse per class (bounded)
 MAX_TURNS = 255  # turn ids live in 8 bits of the request id (load/phases.py)
 
@@ -57,6 +59,41 @@ class Conversation:
     think_s: tuple[float, ...]  # pause before each turn after the first
     prompt_tokens: tuple[int, ...]  # new user tokens of each turn after the first
     output_tokens: tuple[int, ...]
+
+
+class Synthetic(NamedTuple):
+    """How a synthetic prompt is made, for what needs its tokens but not its text (prefix hashing).
+
+    The prompt (``spec(index).prompt``) is ``lead`` and a space (``spaced``, even when ``lead``
+    is empty), or nothing, then its own words: ``head`` (the unique prefix's vocabulary ids),
+    then ``rest`` words of ``pool`` (repeated) from character ``start``. Every word is one token. (A named
+    tuple: one is made per request, and a frozen dataclass costs more to make.)
+    """
+
+    source: PromptFactory
+    index: int
+    lead: str
+    spaced: bool
+    head: tuple[int, ...]
+    pool: str
+    start: int
+    rest: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of its own words (``lead``'s not counted)."""
+        return len(self.head) + self.rest
+
+    def words(self, count: int) -> list[str]:
+        """Its first ``count`` own words."""
+        words = [VOCABULARY[d] for d in self.head[:count]]
+        more = min(count - len(words), self.rest)
+        if more > 0:
+            pool, end = self.pool, self.start + more * 5 - 1
+            if end > len(pool):  # the pool repeats
+                pool = pool * -(-end // len(pool))
+            words.extend(pool[self.start : end].split(" "))
+        return words
 
 
 class PromptFactory:
@@ -119,7 +156,7 @@ class PromptFactory:
         n, max_tokens, with_prefix, row = draw
         c = self.cls
         kind = c.request_kind
-        around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
+        around = self._around()
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
             prompt = "" if lean else self.text(index, n)
@@ -150,6 +187,24 @@ class PromptFactory:
             self._lean[(*draw[:3], group)] = spec
         return spec
 
+    def synthetic(self, index: int) -> Synthetic | None:
+        """How request ``index``'s prompt is made, where it is the built-in pool's words behind a unique
+        prefix (and the shared prefix, if drawn) and nothing else: no dataset, session or payload kind."""
+        c = self.cls
+        if not (self._pool and c.unique_prefix and self.dataset is None and self._lean_ok):
+            return None
+        n, _, with_prefix, _ = self._draws[index]
+        n = max(n - self._around(), 1)
+        head = self._head(index, n)
+        _, start = self._body(index, n - len(head))
+        lead = self.shared_prefix if with_prefix else ""
+        pool = self._pool  # what ``_body`` repeats for a longer prompt: kept once
+        return Synthetic(self, index, lead, bool(with_prefix), tuple(head), pool, start % len(pool), n - len(head))
+
+    def _around(self) -> int:
+        """The server's template tokens around a single request's text."""
+        return self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
+
     @property
     def key(self) -> list[int]:
         return self._key
@@ -171,7 +226,7 @@ class PromptFactory:
             return self.text(index, n), n, max_tokens
         text = data.texts[row]
         if self.cls.unique_prefix:
-            head = self.text(index, _PREFIX_WIDTH)
+            head = self.text(index, PREFIX_WIDTH)
             text = head + ("" if text[:1].isspace() else " ") + text
         return text, self.tokenizer.count(text), max_tokens
 
@@ -216,22 +271,31 @@ class PromptFactory:
     def text(self, index: int, n_tokens: int) -> str:
         """Prompt of exactly ``n_tokens`` tokens for request ``index``."""
         if not self._pool:  # a real model's tokenizer: synthesise and check
-            prefix = self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH) if self.cls.unique_prefix else ()
+            prefix = self.tokenizer.unique_prefix(self._number(index), PREFIX_WIDTH) if self.cls.unique_prefix else ()
             return self.tokenizer.synthesize(n_tokens, np.random.default_rng([*self._key, 4, index]), prefix)
-        head: list[str] = []
-        if self.cls.unique_prefix:
-            head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH)][:n_tokens]
+        head = [VOCABULARY[d] for d in self._head(index, n_tokens)]
         rest = n_tokens - len(head)
         body = ""
         if rest > 0:
-            pool = self._pool
-            while rest * 5 > len(pool):
-                pool = pool + pool
-            start = ((index * 7919) % _POOL_WORDS) * 5
-            if start + rest * 5 > len(pool):
-                start = 0
+            pool, start = self._body(index, rest)
             body = pool[start : start + rest * 5 - 1]
         return " ".join([*head, body]) if body else " ".join(head)
+
+    def _head(self, index: int, n_tokens: int) -> list[int]:
+        """The word ids that start prompt ``index`` (its unique prefix, cut to ``n_tokens``), with the built-in pool."""
+        if not self.cls.unique_prefix:
+            return []
+        return self.tokenizer.unique_prefix(self._number(index), PREFIX_WIDTH)[:n_tokens]
+
+    def _body(self, index: int, words: int) -> tuple[str, int]:
+        """The pool text that ``words`` pool words of prompt ``index`` are cut from, and where they start."""
+        pool = self._pool
+        while words * 5 > len(pool):
+            pool = pool + pool
+        start = ((index * 7919) % _POOL_WORDS) * 5
+        if start + words * 5 > len(pool):
+            start = 0
+        return pool, start
 
 
 class WorkloadSampler:
@@ -251,6 +315,9 @@ class WorkloadSampler:
             lambda rng: (np.minimum(np.searchsorted(cumulative, rng.random(_BLOCK), side="right"), n - 1),),
         )
         self.tokenizer = tokenizer
+
+    def synthetic(self, index: int) -> Synthetic | None:
+        return self.factory(index).synthetic(index)
 
     def factory(self, index: int) -> PromptFactory:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)
