@@ -121,6 +121,8 @@ class PromptFactory:
         ] if c.system_prompt_tokens else [""]  # fmt: skip
         self.system_prompt = self.system_prompts[0]
         self._system_tokens = self.tokenizer.count(self.system_prompt) if self.system_prompt else 0
+        # the server's template tokens around a single request's text
+        self._around = self.tokenizer.template_tokens(c.request_kind, system=bool(self.system_prompt))
         shared = c.shared_prefix
         self.shared_prefix = (
             self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
@@ -156,7 +158,7 @@ class PromptFactory:
         n, max_tokens, with_prefix, row = draw
         c = self.cls
         kind = c.request_kind
-        around = self._around()
+        around = self._around
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
             prompt = "" if lean else self.text(index, n)
@@ -194,16 +196,12 @@ class PromptFactory:
         if not (self._pool and c.unique_prefix and self.dataset is None and self._lean_ok):
             return None
         n, _, with_prefix, _ = self._draws[index]
-        n = max(n - self._around(), 1)
+        n = max(n - self._around, 1)
         head = self._head(index, n)
         _, start = self._body(index, n - len(head))
         lead = self.shared_prefix if with_prefix else ""
         pool = self._pool  # what ``_body`` repeats for a longer prompt: kept once
         return Synthetic(self, index, lead, bool(with_prefix), tuple(head), pool, start % len(pool), n - len(head))
-
-    def _around(self) -> int:
-        """The server's template tokens around a single request's text."""
-        return self.tokenizer.template_tokens(self.cls.request_kind, system=bool(self.system_prompt))
 
     @property
     def key(self) -> list[int]:
