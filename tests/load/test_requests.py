@@ -201,10 +201,8 @@ def test_synthetic_says_how_the_prompt_text_is_made():
         assert how.words(2) == words.split(" ")[:2] and TOKENIZER.count(words) == how.tokens
         made[spec.request_class] += 1
     assert min(made.values()) > 50
-    factory = PromptFactory(RequestClass(prompt_tokens=60), 5)
     last = -pow(7919, -1, 1 << 17) % (1 << 17)  # its words would start at the pool's last word: they start at its first
-    how = factory.synthetic(last)
-    assert how.start == 0 and " ".join(how.words(60)) == factory.spec(last).prompt
-    long = PromptFactory(RequestClass(prompt_tokens=300_000), 5)  # more words than the pool has: it repeats
-    how, prompt = long.synthetic(last), long.spec(last).prompt
-    assert " ".join(how.words(how.tokens)) == prompt and len(how.pool) < len(prompt)
+    for tokens in (60, 300_000):  # 300,000: more words than the pool has, which repeats
+        factory = PromptFactory(RequestClass(prompt_tokens=tokens), 5)
+        how, prompt = factory.synthetic(last), factory.spec(last).prompt
+        assert " ".join(how.words(how.tokens)) == prompt and " ".join(how.words(20)) == prompt[: 20 * 5 - 1]

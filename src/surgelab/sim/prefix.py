@@ -107,7 +107,7 @@ class PrefixHasher:
         size, at = self.block_size, state.tokens
         blocks = (at + made.tokens) // size
         own = blocks  # the first block that is the request's own: none unless its unique prefix is whole
-        if len(made.head) == PREFIX_WIDTH:
+        if made.tokens >= PREFIX_WIDTH:  # the prompt opens with its whole unique prefix
             own = min(blocks, max(len(state.hashes), -(-(at + PREFIX_WIDTH + _UNIQUE_AFTER) // size) - 1))
         hashes = state.hashes
         if own > len(hashes):  # blocks up to the first own one: hashed from their words

@@ -65,35 +65,20 @@ class Synthetic(NamedTuple):
     """How a synthetic prompt is made, for what needs its tokens but not its text (prefix hashing).
 
     The prompt (``spec(index).prompt``) is ``lead`` and a space (``spaced``, even when ``lead``
-    is empty), or nothing, then its own words: ``head`` (the unique prefix's vocabulary ids),
-    then ``rest`` words of ``pool`` (repeated) from character ``start``. Every word is one token. (A named
-    tuple: one is made per request, and a frozen dataclass costs more to make.)
+    is empty), or nothing, then ``source.text(index, tokens)``: the request's unique prefix,
+    then the pool's words, each word one token. (A named tuple: one is made per request, and a
+    frozen dataclass costs more to make; its words are found only when asked for.)
     """
 
     source: PromptFactory
     index: int
     lead: str
     spaced: bool
-    head: tuple[int, ...]
-    pool: str
-    start: int
-    rest: int
-
-    @property
-    def tokens(self) -> int:
-        """Tokens of its own words (``lead``'s not counted)."""
-        return len(self.head) + self.rest
+    tokens: int
 
     def words(self, count: int) -> list[str]:
-        """Its first ``count`` own words."""
-        words = [VOCABULARY[d] for d in self.head[:count]]
-        more = min(count - len(words), self.rest)
-        if more > 0:
-            pool, end = self.pool, self.start + more * 5 - 1
-            if end > len(pool):  # the pool repeats
-                pool = pool * -(-end // len(pool))
-            words.extend(pool[self.start : end].split(" "))
-        return words
+        """The first ``count`` words of its own text (``lead`` not counted)."""
+        return self.source.words(self.index, self.tokens, count)
 
 
 class PromptFactory:
@@ -196,12 +181,7 @@ class PromptFactory:
         if not (self._pool and c.unique_prefix and self.dataset is None and self._lean_ok):
             return None
         n, _, with_prefix, _ = self._draws[index]
-        n = max(n - self._around, 1)
-        head = self._head(index, n)
-        _, start = self._body(index, n - len(head))
-        lead = self.shared_prefix if with_prefix else ""
-        pool = self._pool  # what ``_body`` repeats for a longer prompt: kept once
-        return Synthetic(self, index, lead, bool(with_prefix), tuple(head), pool, start % len(pool), n - len(head))
+        return Synthetic(self, index, self.shared_prefix if with_prefix else "", bool(with_prefix), max(n - self._around, 1))
 
     @property
     def key(self) -> list[int]:
@@ -278,6 +258,16 @@ class PromptFactory:
             pool, start = self._body(index, rest)
             body = pool[start : start + rest * 5 - 1]
         return " ".join([*head, body]) if body else " ".join(head)
+
+    def words(self, index: int, n_tokens: int, count: int) -> list[str]:
+        """The first ``count`` words of ``text(index, n_tokens)`` (built-in pool), without making the rest."""
+        head = self._head(index, n_tokens)
+        words = [VOCABULARY[d] for d in head[:count]]
+        more = min(count, n_tokens) - len(words)
+        if more > 0:
+            pool, start = self._body(index, n_tokens - len(head))
+            words.extend(pool[start : start + more * 5 - 1].split(" "))
+        return words
 
     def _head(self, index: int, n_tokens: int) -> list[int]:
         """The word ids that start prompt ``index`` (its unique prefix, cut to ``n_tokens``), with the built-in pool."""
