@@ -8,10 +8,15 @@ million engine steps. The figure is simulated requests per CPU second of the who
 processes on a shared machine inflate least. Also printed: the CPU seconds of the event loop
 alone (``Simulator.run``, records built as requests finish), of writing ``records.parquet``
 and of ``summarize()``, and the wall time. ``--reference`` steps every engine one
-``Engine.step()`` per event instead of ``Engine.run``/``plan``/``advance``.
+``Engine.step()`` per event instead of ``Engine.run``/``plan``/``advance``. ``--prefix``
+turns the fleet's prefix cache on (``cache: {prefix: true}``) and gives every request one
+shared system prompt of ``--system-prompt`` tokens (100 unless set; set it without
+``--prefix`` for the same workload with the cache off).
 
     python benchmarks/sim_speed.py                  # the hour
     python benchmarks/sim_speed.py --duration 600   # a shorter check
+    python benchmarks/sim_speed.py --duration 120 --prefix            # prefix cache on
+    python benchmarks/sim_speed.py --duration 120 --system-prompt 100  # the same prompts, cache off
 """
 
 from __future__ import annotations
@@ -46,15 +51,20 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--profile", default="llama3-8b-h100")
     parser.add_argument("--reference", action="store_true", help="step the engines one step per event")
+    parser.add_argument("--prefix", action="store_true", help="the prefix cache on, and a shared system prompt")
+    parser.add_argument("--system-prompt", type=int, default=None, help="system prompt tokens (--prefix: 100)")
     args = parser.parse_args()
+    system = args.system_prompt if args.system_prompt is not None else (100 if args.prefix else 0)
     scenario = build_scenario({
         "name": "sim-speed", "seed": 1,
         "target": {"url": "http://127.0.0.1:9/v1", "model": "m"},
         "load": {"rate": args.rate, "duration": f"{args.duration}s", "max_in_flight": 100_000},
-        "workload": {"prompt_tokens": {"dist": "lognormal", "mean": 400, "std": 200, "max": 2000}, "output_tokens": 128},
+        "workload": {"prompt_tokens": {"dist": "lognormal", "mean": 400, "std": 200, "max": 2000}, "output_tokens": 128,
+                     "system_prompt_tokens": system},
         "slo": {"ttft": "500ms"},
     })  # fmt: skip
-    fleet = build_fleet({"name": "four", "pools": [{"replicas": args.replicas, "profile": args.profile}]})
+    pools = [{"replicas": args.replicas, "profile": args.profile}]
+    fleet = build_fleet({"name": "four", "pools": pools, "cache": {"prefix": args.prefix}})
     parts: dict[str, float] = {}
     for owner, name, label in ((sim_run.Simulator, "run", "event loop"), (sim_run.Recorder, "close", "records.parquet"),
                                (sim_run, "summarize", "summarize")):  # fmt: skip
@@ -66,8 +76,9 @@ def main() -> None:
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     s, f = result.summary, result.fleet
     n = s["requests"]["scheduled"]
+    cache = f", prefix cache on, {system}-token system prompt" if args.prefix else (f", {system}-token system prompt" if system else "")
     print(
-        f"simulated {args.duration:g} s at {args.rate:g} req/s on {args.replicas} × {args.profile}: {n:,} requests, {f['events']:,} events"
+        f"simulated {args.duration:g} s at {args.rate:g} req/s on {args.replicas} × {args.profile}{cache}: {n:,} requests, {f['events']:,} events"
     )
     print(
         f"CPU {cpu:.1f} s → {n / cpu:,.0f} simulated requests per CPU second (wall {wall:.1f} s, {n / wall:,.0f} per wall second)"

@@ -178,3 +178,31 @@ def test_specs_without_text_differ_only_in_the_prompt_text():
         s for s in lean if s.request_class == "s"
     ]  # a session resends its text
     assert {s.request_class for s in lean} == {"x", "y", "s"} and any(TOKENIZER.count(s.prompt) for s in full)
+
+
+def test_synthetic_says_how_the_prompt_text_is_made():
+    """``synthetic(i)`` (what the simulator hashes instead of the text) spells ``spec(i).prompt`` word for word;
+    None where the text is not the pool's words behind a unique prefix."""
+    workload = Workload(
+        mix=[{"name": "x", "weight": 2, "prompt_tokens": {"dist": "uniform", "min": 1, "max": 60}, "system_prompt_tokens": 12},
+             {"name": "y", "weight": 2, "shared_prefix": {"fraction": 0.5, "tokens": 5}, "prompt_tokens": 2},
+             {"name": "s", "weight": 1, "session": {"turns": 2}},
+             {"name": "u", "weight": 1, "unique_prefix": False}],
+    )  # fmt: skip
+    sampler = WorkloadSampler(workload, seed=3)
+    made = {c: 0 for c in "xy"}
+    for i in [*range(300), 4096**2 + 7, (1 << 17) - 1]:
+        spec, how = sampler.spec(i), sampler.synthetic(i)
+        if spec.request_class in "su":
+            assert how is None
+            continue
+        words = " ".join(how.words(how.tokens))
+        assert spec.prompt == (how.lead + " " + words if how.spaced else words)
+        assert how.words(2) == words.split(" ")[:2] and TOKENIZER.count(words) == how.tokens
+        made[spec.request_class] += 1
+    assert min(made.values()) > 50
+    last = -pow(7919, -1, 1 << 17) % (1 << 17)  # its words would start at the pool's last word: they start at its first
+    for tokens in (60, 300_000):  # 300,000: more words than the pool has, which repeats
+        factory = PromptFactory(RequestClass(prompt_tokens=tokens), 5)
+        how, prompt = factory.synthetic(last), factory.spec(last).prompt
+        assert " ".join(how.words(how.tokens)) == prompt and " ".join(how.words(20)) == prompt[: 20 * 5 - 1]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from surgelab.scenario.loader import build_scenario
 from surgelab.sim import build_fleet, simulate
@@ -24,3 +27,14 @@ def fleet(**fields: Any):
 
 def run(tmp_path: Path, scen, flt, name: str = "run"):
     return simulate(scen, flt, tmp_path / name)
+
+
+def outputs(run_dir: Path):
+    """A run directory's records, summary, fleet report and timeline, less how fast the machine ran it."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("started_at", "wall_s"):  # the machine's clock, not the simulation's
+        summary.pop(key, None)
+    report = json.loads((run_dir / "fleet.json").read_text())
+    for key in ("wall_s", "requests_per_wall_s", "events"):  # how fast it ran, not what it simulated
+        report.pop(key)
+    return pq.read_table(run_dir / "records.parquet"), summary, report, pq.read_table(run_dir / "fleet.parquet")

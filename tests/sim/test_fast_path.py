@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
 from surgelab.sim import simulate
 
-from .helpers import TARGET, fleet, scenario
+from .helpers import TARGET, fleet, outputs, scenario
 
 VARIED = {
     "prompt_tokens": {"dist": "uniform", "min": 100, "max": 800},
@@ -109,21 +108,11 @@ def _run(tmp_path, case, fast):
     return simulate(scen, flt, tmp_path / ("fast" if fast else "reference"), fast=fast)
 
 
-def _outputs(run_dir):
-    summary = json.loads((run_dir / "summary.json").read_text())
-    for key in ("started_at", "wall_s"):  # the machine's clock, not the simulation's
-        summary.pop(key, None)
-    report = json.loads((run_dir / "fleet.json").read_text())
-    for key in ("wall_s", "requests_per_wall_s", "events"):  # how fast it ran, not what it simulated
-        report.pop(key)
-    return pq.read_table(run_dir / "records.parquet"), summary, report, pq.read_table(run_dir / "fleet.parquet")
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_fast_path_equals_step_by_step(tmp_path, case):
     fast, reference = _run(tmp_path, case, True), _run(tmp_path, case, False)
-    records, summary, report, timeline = _outputs(fast.run_dir)
-    want_records, want_summary, want_report, want_timeline = _outputs(reference.run_dir)
+    records, summary, report, timeline = outputs(fast.run_dir)
+    want_records, want_summary, want_report, want_timeline = outputs(reference.run_dir)
     assert records.num_rows == want_records.num_rows > 100
     assert records.equals(want_records)  # every timestamp, gap, count and state
     assert summary == want_summary

@@ -220,7 +220,7 @@ def test_prompt_texts_are_built_only_where_the_fleet_reads_them(tmp_path, monkey
     pools = [{"replicas": 1, "profile": "llama3-8b-h100"}]
     lean = run(tmp_path, scen, fleet(pools=pools), "lean")
     init = Traffic.__init__
-    monkeypatch.setattr(Traffic, "__init__", lambda self, s, texts=True: init(self, s, True))
+    monkeypatch.setattr(Traffic, "__init__", lambda self, s, texts=True, **kw: init(self, s, True, **kw))
     full = run(tmp_path, scen, fleet(pools=pools), "full")
     monkeypatch.setattr(Traffic, "__init__", init)
     records = pq.read_table(lean.run_dir / "records.parquet")

@@ -1,13 +1,12 @@
-"""Response cache and prefix hashing: how much work the workload itself lets a fleet skip.
+"""Response cache: how much work the workload itself lets a fleet skip.
 
 *Exact match*: a request whose whole prompt (system prompt, history, prompt and
 ``max_tokens``) equals one answered within ``ttl`` is answered from the cache after
 ``hit_latency``, in one chunk, without touching a replica. The hit rate is whatever the
 workload's prompts repeat: datasets read sequentially, traces with texts, sessions.
 
-*Prefix reuse*: with ``prefix: true`` each prompt is split into the built-in tokenizer's
-pieces and hashed per KV block (as ``surgelab serve`` does), so every engine's prefix cache
-sees which prompts share a system prompt or a shared prefix.
+*Prefix reuse* (``prefix: true``): every prompt's KV blocks are hashed (``sim.prefix``), so
+every engine's prefix cache sees which prompts share a system prompt or a shared prefix.
 """
 
 from __future__ import annotations
@@ -17,20 +16,17 @@ import heapq
 import math
 from typing import Any
 
-from surgelab.engine import EngineProfile, prefix_block_hashes, sequences_that_fit
+from surgelab.engine import EngineProfile, sequences_that_fit
 from surgelab.sim.fleet import Cache
 from surgelab.sim.request import SECOND
-from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["ResponseCache", "prompt_key", "block_hashes", "memory_traded", "MATERIAL_SHARE"]
+__all__ = ["ResponseCache", "prompt_key", "memory_traded", "MATERIAL_SHARE"]
 
 GB = 1e9
 MATERIAL_SHARE = 0.05
 """Memory that would have held at least this share of one replica's sequences (and one whole
 sequence) is material: a cache below its hit-rate threshold holding that much is flagged."""
-
-_TOKENIZER = BuiltinTokenizer()
 
 
 def prompt_key(spec: RequestSpec) -> int:
@@ -39,12 +35,6 @@ def prompt_key(spec: RequestSpec) -> int:
         h.update(part.encode())
         h.update(b"\x00")
     return int.from_bytes(h.digest(), "little")
-
-
-def block_hashes(spec: RequestSpec, block_size: int) -> tuple[int, ...]:
-    parts = [p for p in (spec.system_prompt, *(x for turn in spec.history for x in turn), spec.prompt) if p]
-    pieces = [piece for part in parts for piece in _TOKENIZER.pieces(part)]
-    return prefix_block_hashes(pieces, block_size)
 
 
 class ResponseCache:

@@ -11,6 +11,7 @@ from surgelab.workload.request import RequestSpec
 
 if TYPE_CHECKING:
     from surgelab.sim.replica import Replica
+    from surgelab.workload.prompts import Synthetic
 
 __all__ = ["SimRequest", "SimOutcome", "SECOND"]
 
@@ -52,10 +53,11 @@ class SimRequest:
 
     __slots__ = ("rid", "meta", "spec", "output_tokens", "priority", "outcome", "replica", "queued", "done",
                  "cache_key", "first_token_deadline", "total_deadline", "context", "hashes", "tokens", "stretch",
-                 "place", "back")  # fmt: skip
+                 "place", "back", "made")  # fmt: skip
 
     def __init__(self, rid: str, meta: MetaRow, spec: RequestSpec, output_tokens: int, first_token_deadline: int = 0,
-                 total_deadline: int = 0, context: Any = None, sent_ns: int | None = None) -> None:  # fmt: skip
+                 total_deadline: int = 0, context: Any = None, sent_ns: int | None = None,
+                 made: Synthetic | None = None) -> None:  # fmt: skip
         self.rid, self.meta, self.spec, self.output_tokens = rid, meta, spec, output_tokens
         self.priority = 0
         self.outcome = SimOutcome(sent_ns)
@@ -69,6 +71,7 @@ class SimRequest:
         self.stretch = -1  # engine step of the first token of the stretch under way (FastEngineBackend); -1: none
         self.place = 0  # its place in the engine's batch while the stretch lasts
         self.back = 0  # the network's way back from its replica's region (ns): its times are shifted by it at the end
+        self.made = made  # how its prompt was made, where its text was not built for it (prefix hashing)
 
     @property
     def intended(self) -> int:

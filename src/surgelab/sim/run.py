@@ -50,19 +50,20 @@ class SimResult:
     fleet: dict[str, Any]
 
 
-def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True,
+def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True, fast_prefix: bool | None = None,
              stop: Callable[[MetaRow, SimOutcome], str | None] | None = None) -> SimResult:  # fmt: skip
     """Run ``scenario`` against ``fleet`` in virtual time and write the run directory.
 
-    ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path).
-    ``stop`` sees every outcome as it is recorded and ends the simulation where it is by
-    returning why (a search that has seen its objective lost); the requests still under way
-    are then not recorded, and ``run.json``'s ``stop_reason`` says so.
+    ``fast=False`` steps every engine one ``Engine.step()`` at a time (the reference path), and
+    hashes prompts for the prefix cache by the definition (``sim.prefix.reference_hashes``);
+    ``fast_prefix`` chooses the hashing alone. ``stop`` sees every outcome as it is recorded and
+    ends the simulation where it is by returning why (a search that has seen its objective lost);
+    the requests still under way are then not recorded, and ``run.json``'s ``stop_reason`` says so.
     """
     run_dir = prepare_run_dir(run_dir, scenario)
     recorder = Recorder(run_dir)
     record = recorder if stop is None else _watched(recorder, stop)
-    sim = Simulator(scenario, fleet, record, fast)
+    sim = Simulator(scenario, fleet, record, fast, fast_prefix)
     plans = sim.traffic.plans
     info = run_info(plans, fleet=fleet.name)
     wall = time.perf_counter()

@@ -19,10 +19,11 @@ from surgelab.engine import RequestRejected
 from surgelab.metrics.record import State
 from surgelab.scenario.model import Scenario
 from surgelab.sim.admission import AdmissionQueue
-from surgelab.sim.cache import ResponseCache, block_hashes, prompt_key
+from surgelab.sim.cache import ResponseCache, prompt_key
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fleet import Fleet
 from surgelab.sim.pool import PoolRuntime, crash
+from surgelab.sim.prefix import PrefixHasher
 from surgelab.sim.regions import RegionRuntime, outage_events
 from surgelab.sim.replica import DOWN, DRAINING, READY, Replica
 from surgelab.sim.request import SECOND, SimRequest
@@ -40,7 +41,9 @@ class StopSimulation(Exception):
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario, fleet: Fleet, record, fast: bool = True) -> None:
+    def __init__(
+        self, scenario: Scenario, fleet: Fleet, record, fast: bool = True, fast_prefix: bool | None = None
+    ) -> None:
         self.scenario, self.fleet, self.record = scenario, fleet, record
         self.stopped = ""
         """Why a watcher stopped the simulation early (``StopSimulation``); empty when it ran to the end."""
@@ -57,12 +60,16 @@ class Simulator:
         self.router = RouterRuntime(fleet.router, self.pools)
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
-        self.traffic = Traffic(scenario, texts=fleet.cache.exact or fleet.cache.prefix)  # else only lengths count
+        prefix = fleet.cache.prefix
+        fast_prefix = fast if fast_prefix is None else fast_prefix
+        # prompt texts are built for the response cache, and for prefix hashes the slow way; else only lengths count
+        texts = fleet.cache.exact or (prefix and not fast_prefix)
+        self.traffic = Traffic(scenario, texts=texts, synthetic=prefix and fast_prefix)
         self.timeline = Timeline(fleet.timeline_interval)
         self.failures: list[dict] = []
         self.shed = self.lost = self.events_processed = 0
         engines = [p.profile for p in self.pools if p.profile is not None]
-        self._block_size = engines[0].block_size if fleet.cache.prefix and engines else None
+        self._hasher = PrefixHasher(engines[0].block_size, reference=not fast_prefix) if prefix and engines else None
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -144,8 +151,8 @@ class Simulator:
                 req.token(at, 1)
                 req.tokens = req.output_tokens
                 return self.finish(req, at)
-        if self._block_size is not None:
-            req.hashes = block_hashes(req.spec, self._block_size)
+        if self._hasher is not None:
+            req.hashes = self._hasher.hashes(req.spec, req.made)
         req.priority = self.queue.priority_of(req.meta.tier)
         rep = self.router.pick() if not self.queue.depth else None
         if rep is not None:

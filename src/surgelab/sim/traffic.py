@@ -67,9 +67,10 @@ class _Source:
 
 
 class Traffic:
-    def __init__(self, scenario: Scenario, texts: bool = True) -> None:
+    def __init__(self, scenario: Scenario, texts: bool = True, synthetic: bool = False) -> None:
         self.scenario = scenario
         self.texts = texts  # prompt texts are built (False: only their lengths count, ``PromptFactory.spec``)
+        self.synthetic = synthetic  # how a prompt is made counts too: its text is built where that is not known
         self.plans = plan_phases(scenario)
         self.sources = [_Source(scenario, p) for p in self.plans]
         t = scenario.target.timeouts
@@ -170,9 +171,11 @@ class Traffic:
 
     def _turn(self, sim: Simulator, ctx: _Context, intended: int) -> Iterable[Event]:
         plan, sampler = ctx.source.plan, ctx.sampler
+        made = None
         if ctx.turn == 0:
             user_state = ctx.conversation
-            ctx.first = spec = sampler.spec(ctx.index, self.texts)
+            made = sampler.synthetic(ctx.index) if self.synthetic else None
+            ctx.first = spec = sampler.spec(ctx.index, self.texts or (self.synthetic and made is None))
             ctx.conversation = (sampler.conversation(ctx.index), user_state)
             if ctx.conversation[0] is not None:
                 ctx.turn = 1
@@ -182,7 +185,7 @@ class Traffic:
         meta = meta_row(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
         out_tokens = spec.max_tokens
         return sim.send(
-            SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended)
+            SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended, made)
         )
 
     def done(self, sim: Simulator, req: SimRequest) -> Iterable[Event]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,11 +22,12 @@ from surgelab.workload.kinds import build as build_kind
 from surgelab.workload.kinds import prepare as prepare_kind
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["PromptFactory", "WorkloadSampler", "Conversation"]
+__all__ = ["PromptFactory", "WorkloadSampler", "Conversation", "Synthetic", "PREFIX_WIDTH"]
 
 _BLOCK = 4096
 _POOL_WORDS = 1 << 17
-_PREFIX_WIDTH = 3
+PREFIX_WIDTH = 3
+"""Words of a prompt's unique prefix (its request number in base 4096, least significant digit first)."""
 _LEAN_SPECS = 4096  # lean specs kept for reuse per class (bounded)
 MAX_TURNS = 255  # turn ids live in 8 bits of the request id (load/phases.py)
 
@@ -59,6 +61,26 @@ class Conversation:
     output_tokens: tuple[int, ...]
 
 
+class Synthetic(NamedTuple):
+    """How a synthetic prompt is made, for what needs its tokens but not its text (prefix hashing).
+
+    The prompt (``spec(index).prompt``) is ``lead`` and a space (``spaced``, even when ``lead``
+    is empty), or nothing, then ``source.text(index, tokens)``: the request's unique prefix,
+    then the pool's words, each word one token. (A named tuple: one is made per request, and a
+    frozen dataclass costs more to make; its words are found only when asked for.)
+    """
+
+    source: PromptFactory
+    index: int
+    lead: str
+    spaced: bool
+    tokens: int
+
+    def words(self, count: int) -> list[str]:
+        """The first ``count`` words of its own text (``lead`` not counted)."""
+        return self.source.words(self.index, self.tokens, count)
+
+
 class PromptFactory:
     """Specs for one request class."""
 
@@ -84,6 +106,8 @@ class PromptFactory:
         ] if c.system_prompt_tokens else [""]  # fmt: skip
         self.system_prompt = self.system_prompts[0]
         self._system_tokens = self.tokenizer.count(self.system_prompt) if self.system_prompt else 0
+        # the server's template tokens around a single request's text
+        self._around = self.tokenizer.template_tokens(c.request_kind, system=bool(self.system_prompt))
         shared = c.shared_prefix
         self.shared_prefix = (
             self.tokenizer.synthesize(shared.tokens, np.random.default_rng([*key, 3])) if shared else ""
@@ -119,7 +143,7 @@ class PromptFactory:
         n, max_tokens, with_prefix, row = draw
         c = self.cls
         kind = c.request_kind
-        around = self.tokenizer.template_tokens(kind, system=bool(self.system_prompt))
+        around = self._around
         if self.dataset is None:
             n = max(n - around, 1)  # the server's template tokens are part of the length asked for
             prompt = "" if lean else self.text(index, n)
@@ -150,6 +174,15 @@ class PromptFactory:
             self._lean[(*draw[:3], group)] = spec
         return spec
 
+    def synthetic(self, index: int) -> Synthetic | None:
+        """How request ``index``'s prompt is made, where it is the built-in pool's words behind a unique
+        prefix (and the shared prefix, if drawn) and nothing else: no dataset, session or payload kind."""
+        c = self.cls
+        if not (self._pool and c.unique_prefix and self.dataset is None and self._lean_ok):
+            return None
+        n, _, with_prefix, _ = self._draws[index]
+        return Synthetic(self, index, self.shared_prefix if with_prefix else "", bool(with_prefix), max(n - self._around, 1))
+
     @property
     def key(self) -> list[int]:
         return self._key
@@ -171,7 +204,7 @@ class PromptFactory:
             return self.text(index, n), n, max_tokens
         text = data.texts[row]
         if self.cls.unique_prefix:
-            head = self.text(index, _PREFIX_WIDTH)
+            head = self.text(index, PREFIX_WIDTH)
             text = head + ("" if text[:1].isspace() else " ") + text
         return text, self.tokenizer.count(text), max_tokens
 
@@ -216,22 +249,41 @@ class PromptFactory:
     def text(self, index: int, n_tokens: int) -> str:
         """Prompt of exactly ``n_tokens`` tokens for request ``index``."""
         if not self._pool:  # a real model's tokenizer: synthesise and check
-            prefix = self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH) if self.cls.unique_prefix else ()
+            prefix = self.tokenizer.unique_prefix(self._number(index), PREFIX_WIDTH) if self.cls.unique_prefix else ()
             return self.tokenizer.synthesize(n_tokens, np.random.default_rng([*self._key, 4, index]), prefix)
-        head: list[str] = []
-        if self.cls.unique_prefix:
-            head = [VOCABULARY[d] for d in self.tokenizer.unique_prefix(self._number(index), _PREFIX_WIDTH)][:n_tokens]
+        head = [VOCABULARY[d] for d in self._head(index, n_tokens)]
         rest = n_tokens - len(head)
         body = ""
         if rest > 0:
-            pool = self._pool
-            while rest * 5 > len(pool):
-                pool = pool + pool
-            start = ((index * 7919) % _POOL_WORDS) * 5
-            if start + rest * 5 > len(pool):
-                start = 0
+            pool, start = self._body(index, rest)
             body = pool[start : start + rest * 5 - 1]
         return " ".join([*head, body]) if body else " ".join(head)
+
+    def words(self, index: int, n_tokens: int, count: int) -> list[str]:
+        """The first ``count`` words of ``text(index, n_tokens)`` (built-in pool), without making the rest."""
+        head = self._head(index, n_tokens)
+        words = [VOCABULARY[d] for d in head[:count]]
+        more = min(count, n_tokens) - len(words)
+        if more > 0:
+            pool, start = self._body(index, n_tokens - len(head))
+            words.extend(pool[start : start + more * 5 - 1].split(" "))
+        return words
+
+    def _head(self, index: int, n_tokens: int) -> list[int]:
+        """The word ids that start prompt ``index`` (its unique prefix, cut to ``n_tokens``), with the built-in pool."""
+        if not self.cls.unique_prefix:
+            return []
+        return self.tokenizer.unique_prefix(self._number(index), PREFIX_WIDTH)[:n_tokens]
+
+    def _body(self, index: int, words: int) -> tuple[str, int]:
+        """The pool text that ``words`` pool words of prompt ``index`` are cut from, and where they start."""
+        pool = self._pool
+        while words * 5 > len(pool):
+            pool = pool + pool
+        start = ((index * 7919) % _POOL_WORDS) * 5
+        if start + words * 5 > len(pool):
+            start = 0
+        return pool, start
 
 
 class WorkloadSampler:
@@ -251,6 +303,9 @@ class WorkloadSampler:
             lambda rng: (np.minimum(np.searchsorted(cumulative, rng.random(_BLOCK), side="right"), n - 1),),
         )
         self.tokenizer = tokenizer
+
+    def synthetic(self, index: int) -> Synthetic | None:
+        return self.factory(index).synthetic(index)
 
     def factory(self, index: int) -> PromptFactory:
         (k,) = self._choice[index] if len(self.factories) > 1 else (0,)

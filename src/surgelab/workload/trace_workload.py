@@ -54,6 +54,9 @@ class TraceSampler:
             keep_text=False,
         )
 
+    def synthetic(self, index: int) -> None:
+        return None  # a row's prompt is its own: hashed from its text
+
     def conversation(self, index: int) -> Conversation | None:
         return None  # a trace row is one request; recorded conversations are already flattened
 
