@@ -36,7 +36,7 @@ def run_search(space_file: Path, workers: int, out: Path | None, force: bool, co
         padding=(0, 1),
     )
     for head in ("configuration", "replicas", "robust", "cost/h", "P99 TTFT ms", "P99 E2E ms", ""):
-        table.add_column(head, justify="left" if head in ("configuration", "") else "right")
+        table.add_column(head, justify="left" if head in ("configuration", "") else "right", no_wrap=True)
     passed = sorted((o for o in result.outcomes if o.status == "passed"), key=lambda o: o.cost_per_hour or 0.0)
     for o in passed[:10]:
         t = o.latency

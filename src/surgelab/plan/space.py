@@ -208,7 +208,7 @@ def load_space(path: Path) -> tuple[SearchSpace, Path]:
                 f"{path}:{line_of(root, loc) or 1}: {field_path(loc, data) or 'space'}: {describe_error(error)}"
             )
         raise SpaceError(messages) from None
-    base = path.parent
+    base = path.parent.resolve()
     # paths (config.json files, profile files) are relative to the space file, as a fleet file's are
     models = [str(base / m) if (base / m).exists() else m for m in space.model]
     profiles = {str(base / f) if (base / f).exists() else f: c for f, c in space.profiles.items()}
