@@ -79,3 +79,16 @@ def test_plan_from_a_simulated_sweep_sizes_at_the_models_slow_end(tmp_path, cli)
     written = json.loads((tmp_path / "plan" / "plan.json").read_text())
     simulated = written["capacity"] * (1 + error / 100)
     assert f"simulated {simulated:.4g} req/s" in written["capacity_source"]
+
+
+def test_a_sweep_of_the_embedded_server_keeps_the_served_models_error(tmp_path, cli):
+    """--serve PROFILE measures the engine model in wall time: its figures are the model's, and so is their error."""
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ntarget: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 3s}\n"
+        "workload: {prompt_tokens: 50, output_tokens: 8}\nslo: {ttft: 2s}\n"
+    )
+    out = cli("sweep", str(tmp_path / "s.yaml"), "--serve", "llama3-8b-h100", "--start", "2", "--max", "2", "--hold", "3s",
+              "--settle", "1s", "--warmup", "0", "--out", str(tmp_path / "sweep"), timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert "dense models on H100 SXM" in sweep["target"]["model_error"]["text"]

@@ -189,6 +189,7 @@ def sweep(
                     on_level=lambda row: _each_level(row, quiet, say, config.unit, board),
                     observers=[board] if board is not None else [],
                     fleet=simulated,
+                    served_error=_served_error(serve),
                 )  # fmt: skip
             )
             announce_end([board] if board is not None else [], _sweep_verdict(result))
@@ -227,3 +228,13 @@ def _each_level(row: Any, quiet: bool, say: Any, unit: str, board: Any) -> None:
         say(level_line(row, unit))
     if board is not None:
         board.on_level(row)
+
+
+def _served_error(profile: str | None):
+    """The engine model's measured error for the profile ``--serve`` runs (None without one, or for coefficients)."""
+    if profile is None:
+        return None
+    from surgelab.engine import load_profile
+    from surgelab.engine.accuracy import error_bar
+
+    return error_bar(load_profile(profile))

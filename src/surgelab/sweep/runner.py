@@ -17,6 +17,7 @@ from typing import Any
 
 from surgelab.analysis.knee import find_knee
 from surgelab.analysis.stats import min_count, sparse_percentile
+from surgelab.engine.accuracy import ErrorBar
 from surgelab.metrics.store import read_records
 from surgelab.redact import redact_url
 from surgelab.runner import run_scenario
@@ -111,10 +112,13 @@ async def run_sweep(
     handle_signals: bool = False,
     observers: Sequence[Any] = (),
     fleet: Fleet | None = None,
+    served_error: ErrorBar | None = None,
 ) -> SweepResult:
     """Run the whole sweep and write ``sweep.json``/``sweep.parquet`` in ``sweep_dir``.
 
-    ``fleet``: simulate every level on it instead of sending to the target.
+    ``fleet``: simulate every level on it instead of sending to the target. ``served_error``:
+    the target is the embedded server on a physics profile, whose figures are the engine
+    model's: its measured error goes into ``sweep.json`` as a simulated fleet's does.
     """
     say = on_status or (lambda _msg: None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -127,9 +131,9 @@ async def run_sweep(
     target = {"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint}
     if fleet is not None:
         target = {"simulated_fleet": fleet.name, "model": base.target.model, "endpoint": base.target.endpoint}
-        bar = fleet_error_bar(fleet)
-        if bar is not None:  # the capacity the levels find is the engine model's: say how sure it is
-            target["model_error"] = bar.to_dict()
+    bar = fleet_error_bar(fleet) if fleet is not None else served_error
+    if bar is not None:  # the capacity the levels find is the engine model's: say how sure it is
+        target["model_error"] = bar.to_dict()
     result = SweepResult(
         name=base.name, mode=config.mode, unit=config.unit,
         target=target,
