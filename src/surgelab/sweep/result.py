@@ -93,12 +93,11 @@ def completion_rate(records: pa.Table, start_s: float, end_s: float) -> tuple[fl
     if end_s <= start_s or records.num_rows == 0:
         return 0.0, 0.0
     lo, hi = round(start_s * 1e9), round(end_s * 1e9)
-    ends = records.column("end_ns").to_numpy(zero_copy_only=False)
-    ended = ends != None  # noqa: E711
-    end = np.where(ended, ends, 0).astype(np.int64)  # integer ns: exact, not float seconds
+    ends = records.column("end_ns")
+    ended = ends.is_valid().to_numpy(zero_copy_only=False)  # a null is no end (numpy would read it as NaN)
+    end = ends.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)  # integer ns: exact, not float seconds
     ok = (records.column("state").to_numpy(zero_copy_only=False).astype(str) == "ok") & ended
-    tokens = records.column("output_tokens").to_numpy(zero_copy_only=False)
-    tokens = np.where(tokens == None, 0, tokens).astype(float)  # noqa: E711
+    tokens = records.column("output_tokens").fill_null(0).to_numpy(zero_copy_only=False).astype(float)
     user = records.column("user").to_numpy(zero_copy_only=False)
     users = user >= 0
     inside = ok & ~users & (end >= lo) & (end <= hi)  # open-loop requests: the window as it is
