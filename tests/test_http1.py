@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import gzip
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from surgelab.aio import run_async
+from surgelab.client import http1
 from surgelab.client.http1 import ConnectTimeout, HttpPool, InvalidResponse, ServerDisconnected
 from surgelab.client.timer import SendTimer
 from surgelab.client.transport import multipart
@@ -317,6 +319,49 @@ def test_a_request_cut_on_a_reused_connection_is_its_own_error_and_never_sent_tw
     assert got[0] == (200, b"ok", False) and got[2] == (200, b"ok", False)
     assert "before the response ended (reused connection: a drop, or its idle close crossed the request)" in got[1]
     assert _requests_by_connection(seen) == {1: 2, 2: 1}  # the cut request reached the server once, and only once
+
+
+def test_a_request_crossing_the_servers_close_after_its_answer_is_sent_once_more(monkeypatch):
+    """llama.cpp's llama-server announces keep-alive and closes after every streamed answer; the
+    next request can leave before its FIN arrives. The kernel proves the server never read that
+    request (its FIN came first, then a reset for the request's bytes: EPIPE), so it goes out once
+    more on a new connection, visibly. Here the FIN is held back from the client's loop to make
+    the race certain; the server's own count shows each request read once."""
+    read: list[int] = []  # the connection each request was read on
+    closing = asyncio.Event()
+
+    async def handle(reader, writer):
+        conn = len({*read}) + 1
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+        read.append(conn)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
+        await writer.drain()
+        await closing.wait()  # the client has pooled the connection and stopped reading it
+        writer.close()  # closes after the answer, nothing unread: a FIN
+
+    monkeypatch.setattr(http1, "select", SimpleNamespace(select=lambda *a: ([], [], [])))  # the FIN not yet seen
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/x"
+        got = []
+        async with server:
+            pool = HttpPool({})
+            async with pool.request("POST", url, b"{}") as resp:
+                got.append((resp.status, await resp.read(), resp.resent))
+            (conn,) = next(iter(pool._idle.values()))
+            conn.transport.pause_reading()
+            closing.set()
+            await asyncio.sleep(0.05)  # the FIN is in the client's socket, unread
+            asyncio.get_running_loop().call_later(0.05, conn.transport.resume_reading)
+            async with pool.request("POST", url, b"{}") as resp:
+                got.append((resp.status, await resp.read(), resp.resent))
+            await pool.close()
+        return got
+
+    assert run_async(main()) == [(200, b"ok", False), (200, b"ok", True)]
+    assert read == [1, 2]  # the crossing request was read once, on the new connection
 
 
 def test_keep_alive_max_is_honoured():

@@ -130,6 +130,8 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
     ]
     assert not failed, f"{len(failed)} of {len(rows)} requests not ok on their first attempt: {failed}"
     assert len(rows) >= 3 * USERS
+    resent, warned = result.summary["requests"]["resent"], any("went out again" in w for w in result.summary["warnings"])
+    assert warned == (resent > 0), f"{resent} requests sent again, warned: {warned}"
     assert requests == len(rows), f"the server saw {requests} requests for {len(rows)} sent"
     _check_tokens(rows, behaviour)
     _check_connections(behaviour, requests, connections, after["most"])

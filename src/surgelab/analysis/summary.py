@@ -237,7 +237,12 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     tls = summary["network"]["tls_failure"] and (
         f"{summary['network']['tls_failures']} requests failed on TLS: {summary['network']['tls_failure']}"
     )
-    warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"])
+    resent = summary["requests"]["resent"] and (
+        f"{summary['requests']['resent']} requests went out again on a new connection: the server had closed "
+        "its kept-alive connection before reading them (records' resends; llama.cpp's server closes after every "
+        "streamed answer) — target.connection: close spares the race"
+    )
+    warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"], resent)
     summary["warnings"] = [w for w in warnings if w]
     summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
     summary["warnings"] += buffering_warnings(summary["streaming"])

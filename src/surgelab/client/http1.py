@@ -15,22 +15,28 @@ A response on a new connection carries the time its connection took (``connect_n
 Keep-alive with servers as they are: a pooled connection is handed out only while the server
 has not closed it (checked on the socket itself, not only through the event loop), its
 ``Keep-Alive: timeout=…, max=…`` allows another request, and the answer did not say
-``Connection: close``. A request is never sent twice once its bytes were written: a
-connection that closes before a byte of the answer may have carried the request to a server
-that then died, or been cut by the network, and a load test must count that (RFC 9112 §9.3.1
-forbids retrying a non-idempotent request automatically; Go's ``net/http``, aiohttp and httpx
-do not resend a POST either). So on a reused connection it is the request's
-``ServerDisconnected``, its message naming the reuse (a server's idle close can also cross a
-request in flight; ``target.retry`` on ``connection_error`` retries such requests, visibly).
-Only a pooled connection found closed before anything was written is replaced, and the
-request sent on a new one (``Response.resent``).
+``Connection: close``. A request whose bytes were written is sent again only when the socket
+proves that no server read it. A connection that closes before a byte of the answer may have
+carried the request to a server that then died, or been cut by the network, and a load test
+must count that (RFC 9112 §9.3.1 forbids retrying a non-idempotent request automatically; Go's
+``net/http``, aiohttp and httpx do not resend a POST either): on a reused connection it is the
+request's ``ServerDisconnected``, its message naming the reuse (``target.retry`` on
+``connection_error`` retries such requests, visibly). The proof is the kernel's: the server's
+FIN arrived first and its closed socket then answered the request's bytes with a reset
+(``EPIPE`` on Linux, whose TCP reports a reset in CLOSE_WAIT so). A server's close crossing the
+request leaves that mark (llama.cpp's llama-server closes after every streamed answer, with
+keep-alive announced); a server or proxy that read the request and then dropped it does not.
+Such a request, and one on a pooled connection found closed before anything was written, is
+sent on a new connection, once and visibly (``Response.resent``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import re
 import select
+import socket
 import ssl
 import zlib
 from collections import deque
@@ -108,6 +114,7 @@ class _Connection(asyncio.Protocol):
         self.requests_left: int | None = None  # further requests the server allows (Keep-Alive: max)
         self.connect_ns: int | None = None  # how long the TCP connection (and a proxy's tunnel) took
         self.tls_ns: int | None = None  # how long the TLS handshake took
+        self.closed_first = False  # the server had closed before the request's bytes reached it
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -134,6 +141,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         response = self.response
+        if response is not None and not response.received:
+            self.closed_first = isinstance(exc, BrokenPipeError) or self._socket_error() == errno.EPIPE
         if response is not None and not response.complete and response.error is None:
             if response.status and response.until_close:  # the close is what ends this body
                 response.complete = True
@@ -141,6 +150,14 @@ class _Connection(asyncio.Protocol):
                 detail = f" ({type(exc).__name__}: {exc})" if exc else ""
                 response.error = ServerDisconnected("server closed the connection before the response ended" + detail)
         self._wake()
+
+    def _socket_error(self) -> int:
+        """The socket's pending error (asyncio closes the socket only after ``connection_lost``)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        try:
+            return sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if sock is not None else 0
+        except OSError:
+            return 0
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -351,11 +368,12 @@ class _Exchange:
                 unanswered = response is None or not response.received
                 if conn.exchanges == 1 and conn.tls_ns is not None and unanswered:
                     raise ServerDisconnected(f"{exc}: {TLS_CLOSED}") from None
-                if conn.exchanges > 1 and unanswered and self._written:
+                if conn.exchanges > 1 and unanswered and self._written and not conn.closed_first:
                     raise ServerDisconnected(f"{exc} ({_REUSED_CLOSED})") from None
-                if conn.exchanges == 1 or self._written:
+                if conn.exchanges == 1 or not unanswered:
                     raise  # a new connection's failure, or the server had begun to answer: the request's own
-            self._pool.release(self._endpoint, conn, keep=False)  # nothing went out on it: send on a new one
+            # no server read the request (nothing went out, or the server's close came first): a new connection
+            self._pool.release(self._endpoint, conn, keep=False)
             self._conn = None
             response = await self._send(await self._pool.connect(self._endpoint))
             response.resent = True
