@@ -321,12 +321,15 @@ def test_a_request_cut_on_a_reused_connection_is_its_own_error_and_never_sent_tw
     assert _requests_by_connection(seen) == {1: 2, 2: 1}  # the cut request reached the server once, and only once
 
 
-def test_a_request_crossing_the_servers_close_after_its_answer_is_sent_once_more(monkeypatch):
+@pytest.mark.parametrize("linger", [0.0, 0.1], ids=["closed-at-once", "fin-then-close"])
+def test_a_request_crossing_the_servers_close_after_its_answer_is_sent_once_more(monkeypatch, linger):
     """llama.cpp's llama-server announces keep-alive and closes after every streamed answer; the
     next request can leave before its FIN arrives. The kernel proves the server never read that
     request (its FIN came first, then a reset for the request's bytes: EPIPE), so it goes out once
     more on a new connection, visibly. Here the FIN is held back from the client's loop to make
-    the race certain; the server's own count shows each request read once."""
+    the race certain; the server's own count shows each request read once. ``fin-then-close``:
+    the server's socket closes on the unread request a moment after its FIN (cpp-httplib shuts
+    down, then closes), so the reset comes after the client saw the close: it is waited for."""
     read: list[int] = []  # the connection each request was read on
     closing = asyncio.Event()
 
@@ -338,9 +341,13 @@ def test_a_request_crossing_the_servers_close_after_its_answer_is_sent_once_more
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
         await writer.drain()
         await closing.wait()  # the client has pooled the connection and stopped reading it
-        writer.close()  # closes after the answer, nothing unread: a FIN
+        writer.transport.pause_reading()  # a thread that no longer reads this socket, as cpp-httplib's
+        writer.write_eof()  # the FIN, after the answer, nothing unread yet
+        await asyncio.sleep(linger)
+        writer.close()  # the request that came meanwhile is unread: the kernel resets it
 
     monkeypatch.setattr(http1, "select", SimpleNamespace(select=lambda *a: ([], [], [])))  # the FIN not yet seen
+    monkeypatch.setattr(http1, "_RESET_WAIT_S", 1.0)  # a slow machine's moment, well past the server's linger
 
     async def main():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -353,8 +360,8 @@ def test_a_request_crossing_the_servers_close_after_its_answer_is_sent_once_more
             (conn,) = next(iter(pool._idle.values()))
             conn.transport.pause_reading()
             closing.set()
-            await asyncio.sleep(0.05)  # the FIN is in the client's socket, unread
-            asyncio.get_running_loop().call_later(0.05, conn.transport.resume_reading)
+            await asyncio.sleep(0.02)  # the FIN is in the client's socket, unread
+            asyncio.get_running_loop().call_later(0.01, conn.transport.resume_reading)
             async with pool.request("POST", url, b"{}") as resp:
                 got.append((resp.status, await resp.read(), resp.resent))
             await pool.close()

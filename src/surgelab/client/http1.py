@@ -23,9 +23,12 @@ must count that (RFC 9112 §9.3.1 forbids retrying a non-idempotent request auto
 request's ``ServerDisconnected``, its message naming the reuse (``target.retry`` on
 ``connection_error`` retries such requests, visibly). The proof is the kernel's: the server's
 FIN arrived first and its closed socket then answered the request's bytes with a reset
-(``EPIPE`` on Linux, whose TCP reports a reset in CLOSE_WAIT so). A server's close crossing the
-request leaves that mark (llama.cpp's llama-server closes after every streamed answer, with
-keep-alive announced); a server or proxy that read the request and then dropped it does not.
+(``EPIPE`` on Linux, whose TCP reports a reset in CLOSE_WAIT so), seen at the close or looked
+for a moment after it (20 ms, or four connect times up to 250 ms: a server may send its FIN and
+close its socket on the unread request a little later; a request cut so is recorded that much
+later). A server's close crossing the request leaves that mark (llama.cpp's llama-server
+closes after every streamed answer, with keep-alive announced); a server or proxy that read the
+request and then dropped it does not.
 Such a request, and one on a pooled connection found closed before anything was written, is
 sent on a new connection, once and visibly (``Response.resent``).
 """
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import re
 import select
 import socket
@@ -60,6 +64,7 @@ _FRAMING = frozenset((b"content-length", b"content-encoding", b"transfer-encodin
 _KEEP_ALIVE_PARAM = re.compile(rb"(timeout|max)\s*=\s*(\d+)", re.I)
 _IDLE_MARGIN_S = 0.5  # give up on an idle connection this long before the server's announced timeout
 _REUSED_CLOSED = "reused connection: a drop, or its idle close crossed the request"
+_RESET_WAIT_S = 0.02  # after a clean close under a request, how long to look for the reset that proves it unread
 
 
 class ConnectTimeout(Exception):
@@ -115,6 +120,7 @@ class _Connection(asyncio.Protocol):
         self.connect_ns: int | None = None  # how long the TCP connection (and a proxy's tunnel) took
         self.tls_ns: int | None = None  # how long the TLS handshake took
         self.closed_first = False  # the server had closed before the request's bytes reached it
+        self._probe: socket.socket | None = None  # the socket kept past a clean close, to see the reset that may follow
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -141,8 +147,13 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         response = self.response
-        if response is not None and not response.received:
+        if response is not None and not response.received and self.exchanges > 1:
             self.closed_first = isinstance(exc, BrokenPipeError) or self._socket_error() == errno.EPIPE
+            if exc is None and not self.closed_first and self._fd >= 0:
+                try:  # asyncio closes its socket next; a duplicate keeps it for the reset to land on
+                    self._probe = socket.socket(fileno=os.dup(self._fd))
+                except OSError:
+                    self._probe = None
         if response is not None and not response.complete and response.error is None:
             if response.status and response.until_close:  # the close is what ends this body
                 response.complete = True
@@ -150,6 +161,24 @@ class _Connection(asyncio.Protocol):
                 detail = f" ({type(exc).__name__}: {exc})" if exc else ""
                 response.error = ServerDisconnected("server closed the connection before the response ended" + detail)
         self._wake()
+
+    async def closed_before_reading(self, within: float) -> bool:
+        """Whether the kernel shows that the server closed before reading the request: ``EPIPE`` at the
+        loss, or within ``within`` seconds of it (a server may send its FIN, then close its socket on
+        the request it never read a moment later: the reset comes then)."""
+        probe, self._probe = self._probe, None
+        if probe is None:
+            return self.closed_first
+        try:
+            deadline = self.loop.time() + within
+            while not self.closed_first and self.loop.time() < deadline:
+                await asyncio.sleep(0.001)
+                self.closed_first = probe.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.EPIPE
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        return self.closed_first
 
     def _socket_error(self) -> int:
         """The socket's pending error (asyncio closes the socket only after ``connection_lost``)."""
@@ -221,6 +250,9 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
 
 class Response:
@@ -368,8 +400,10 @@ class _Exchange:
                 unanswered = response is None or not response.received
                 if conn.exchanges == 1 and conn.tls_ns is not None and unanswered:
                     raise ServerDisconnected(f"{exc}: {TLS_CLOSED}") from None
-                if conn.exchanges > 1 and unanswered and self._written and not conn.closed_first:
-                    raise ServerDisconnected(f"{exc} ({_REUSED_CLOSED})") from None
+                if conn.exchanges > 1 and unanswered and self._written:
+                    rtt = (conn.connect_ns or 0) / 1e9  # the reset needs about a round trip more than the FIN
+                    if not await conn.closed_before_reading(min(max(_RESET_WAIT_S, 4 * rtt), 0.25)):
+                        raise ServerDisconnected(f"{exc} ({_REUSED_CLOSED})") from None
                 if conn.exchanges == 1 or not unanswered:
                     raise  # a new connection's failure, or the server had begun to answer: the request's own
             # no server read the request (nothing went out, or the server's close came first): a new connection
