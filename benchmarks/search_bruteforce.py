@@ -5,10 +5,12 @@ force simulates every configuration whose weights fit (the capacity-pruned ones 
 replica count from the space's minimum until it passes, on the same trials (same scenario,
 seed and early stop). Printed: the cheapest passing cost each found (nominal physics, the
 scenario's seed — the robust count is the search's own extra step), whether the search's is
-the cheapest, the simulations and CPU each took, and the ratio.
+the cheapest, the simulations and CPU each took, and the ratio. An autoscaled configuration is
+one simulation from its HPA's min, costing its mean replicas, in both.
 
     python benchmarks/search_bruteforce.py examples/search/llama70b.yaml
     python benchmarks/search_bruteforce.py examples/search/thousand-qps.yaml
+    python benchmarks/search_bruteforce.py examples/search/hpa-70b.yaml
 """
 
 from __future__ import annotations
@@ -26,11 +28,22 @@ def _brute(args: tuple) -> tuple[str, float | None, int, float]:
     """(label, cheapest passing cost per hour or None, simulations, CPU s) of one configuration."""
     scenario, cand, profile, low, high = args
     started, sims = time.process_time(), 0
+    if cand.autoscale is not None:
+        t = trial(scenario, cand, cand.autoscale[2], profile, scenario.seed)
+        cost = t.mean_replicas * cand.replica_hour if t.passed and t.mean_replicas else None
+        return cand.label(), cost, 1, time.process_time() - started
     for n in range(low, high + 1):
         sims += 1
         if trial(scenario, cand, n, profile, scenario.seed).passed:
             return cand.label(), n * cand.replica_hour, sims, time.process_time() - started
     return cand.label(), None, sims, time.process_time() - started
+
+
+def _nominal(o) -> float:
+    """The passing cost at the scenario's seed and nominal physics (before the robust checks)."""
+    if o.candidate.autoscale is not None:
+        return o.trials[0].mean_replicas * o.candidate.replica_hour
+    return o.replicas * o.candidate.replica_hour
 
 
 def main() -> None:
@@ -45,7 +58,7 @@ def main() -> None:
     result = search(space, base, scenario, workers=args.workers)
     search_wall = time.perf_counter() - started
     nominal = [o for o in result.outcomes if o.status == "passed"]
-    best_search = min((o.replicas * o.candidate.replica_hour for o in nominal), default=None)
+    best_search = min((_nominal(o) for o in nominal), default=None)
     print(f"search: {len(result.outcomes)} configurations, {result.simulations} simulations, {search_wall:.0f} s wall; "
           f"cheapest passing {best_search:,.2f}/h" if best_search is not None else "search: nothing passed")  # fmt: skip
 

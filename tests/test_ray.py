@@ -85,3 +85,22 @@ def test_a_killed_ray_actor_loses_only_its_unpulled_records_and_the_run_says_so(
     )
     assert found and int(found[1]) + int(found[2]) == lost.num_rows and int(found[1]) > 0
     assert "ActorDiedError" in json.loads((out / "run.json").read_text())["worker_losses"][0]["cause"]
+
+
+def test_a_search_on_ray_finds_what_the_local_search_finds(local_ray, tmp_path) -> None:
+    """plan --search --ray: the simulations run as Ray actors (one per CPU of the cluster, here 2)
+    and the search ends where the same search on two local processes ends, configuration for configuration."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "sim"))
+    from test_search import _space  # the small space of the search tests
+
+    from surgelab.plan.search import search
+
+    space, base, scenario = _space(tmp_path, model=["qwen2.5-7b"], weights=["bf16"], seeds=0)
+    on_ray = search(space, base, scenario, ray="auto")
+    here = search(space, base, scenario, workers=2)  # the same batches of two
+    assert [(o.status, o.replicas) for o in on_ray.outcomes] == [(o.status, o.replicas) for o in here.outcomes]
+    assert on_ray.winner is not None and on_ray.winner.candidate == here.winner.candidate
+    assert on_ray.simulations == here.simulations

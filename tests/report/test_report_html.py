@@ -273,15 +273,7 @@ def test_search_page_shows_the_winner_the_front_and_every_configuration(tmp_path
     space = {"name": "page", "workload": "chat.yaml", "peak": 20, "slo": ["p99(ttft) < 500ms", "p99(e2e) < 5s"],
              "model": "qwen2.5-7b", "gpus": {"h100": 2.49, "l40s": 0.99, "a100": 1.79}, "weights": ["bf16", "fp8"],
              "replicas": {"min": 1, "max": 8}, "seeds": 1}  # fmt: skip
-    (tmp_path / "chat.yaml").write_text(yaml.safe_dump(scenario))
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
-    out = tmp_path / "out"
-    done = surgelab_cli("plan", "--search", str(tmp_path / "space.yaml"), "--workers", "1", "--out", str(out), timeout=300)
-    assert done.returncode == 0, done.stderr
-    data = json.loads((out / "search.json").read_text())
-    page = browser(offline=True).new_page()
-    page.goto((out / "search.html").as_uri())
-    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    data, page = _searched_page(tmp_path, {"chat.yaml": scenario}, space, surgelab_cli, browser)
     winner = data["winner"]
     assert page.inner_text("#card-winner .value") == winner["candidate"]["label"]
     assert page.inner_text("#card-replicas .value") == str(winner["robust_replicas"])
@@ -296,3 +288,40 @@ def test_search_page_shows_the_winner_the_front_and_every_configuration(tmp_path
     cheapest = min(o["cost_per_hour"] for o in data["outcomes"] if o["cost_per_hour"] is not None)
     assert f"{cheapest:.2f}" in first.replace(",", "")
     assert "pools:" in page.inner_text("#fleet-file") and page.inner_text("#objective").startswith("Objective: p99(ttft) < 500ms")
+
+
+def _searched_page(tmp_path, files: dict, space: dict, surgelab_cli, browser):
+    """``plan --search`` on ``space`` (its workload among ``files``), then its page opened offline: (search.json, page)."""
+    for name, data in files.items():
+        (tmp_path / name).write_text(yaml.safe_dump(data))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
+    out = tmp_path / "out"
+    done = surgelab_cli("plan", "--search", str(tmp_path / "space.yaml"), "--workers", "1", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = browser(offline=True).new_page()
+    page.goto((out / "search.html").as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    return json.loads((out / "search.json").read_text()), page
+
+
+def test_an_autoscaled_search_page_shows_the_hpa_and_its_mean(tmp_path, surgelab_cli, browser):
+    """An HPA winner: its card says the HPA's range and the mean replicas paid for, as search.json does,
+    and its row in the table says so too (not a fixed count)."""
+    scenario = {"name": "spike", "seed": 3, "target": {"url": "http://127.0.0.1:9/v1", "model": "m"},
+                "load": {"rate": {"type": "spike", "base": 4, "peak": 40, "at": "40s", "rise": "10s", "hold": "40s",
+                                  "decay": "10s", "after": "40s"}, "warmup": "10s"},
+                "workload": {"system_prompt_tokens": 100, "prompt_tokens": {"dist": "lognormal", "mean": 500, "std": 200, "max": 2000},
+                             "output_tokens": {"dist": "uniform", "min": 100, "max": 300}}}  # fmt: skip
+    space = {"name": "hpa-page", "workload": "spike.yaml", "slo": ["p99(ttft) < 500ms", "p99(e2e) < 6s"],
+             "model": "qwen2.5-7b", "gpus": {"h100": 2.49}, "max_num_seqs": 128, "max_num_batched_tokens": 2048, "seeds": 0,
+             "autoscale": {"metric": "rps", "target": 20, "max": 8, "cold_start": "15s",
+                           "settings": {"sync_period": "5s", "scale_down": {"stabilization": "20s"}}}}  # fmt: skip
+    data, page = _searched_page(tmp_path, {"spike.yaml": scenario}, space, surgelab_cli, browser)
+    winner = data["winner"]
+    assert winner["candidate"]["autoscale"] is not None, "on this spike the HPA costs less than the peak's fixed fleet"
+    card = page.inner_text("#card-replicas .value")
+    assert card == winner["replicas_text"] and card.startswith("HPA 1–8, mean ")
+    assert f"{winner['mean_replicas']:.1f}" in card
+    row = next(r for r in page.locator("#search-table tr").all_inner_texts() if r.startswith(winner["candidate"]["label"]))
+    assert card in row and winner["replicas_text"] in page.inner_text("header")
+    assert "autoscale:" in page.inner_text("#fleet-file")

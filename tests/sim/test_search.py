@@ -90,6 +90,78 @@ def test_the_cli_writes_the_winner_ready_to_simulate(tmp_path, cli):
     assert summary["thresholds_passed"], summary["thresholds"]
 
 
+SPIKE = {**CHAT, "name": "spike", "load": {"rate": {"type": "spike", "base": 4, "peak": 40, "at": "40s", "rise": "10s",
+                                                  "hold": "40s", "decay": "10s", "after": "40s"},
+                                         "warmup": "10s", "arrival": "poisson"}}  # fmt: skip
+HPA = {"metric": ["rps", "in_flight"], "target": [10, 20], "min": [1, 2], "max": [8], "cold_start": "15s",
+       "settings": {"sync_period": "5s", "scale_down": {"stabilization": "20s"}}}  # fmt: skip
+
+
+def _hpa_space(tmp_path, **changes):
+    (tmp_path / "spike.yaml").write_text(yaml.safe_dump(SPIKE))
+    data = {**SPACE, "workload": "spike.yaml", "peak": None, "model": ["qwen2.5-7b"], "gpus": {"h100": 2.49, "l40s": 0.99},
+            "tp": [1], "weights": ["bf16"], "autoscale": HPA, "seeds": 1, **changes}  # fmt: skip
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    space, base = load_space(tmp_path / "space.yaml")
+    return space, base, workload(space, base)
+
+
+def test_an_autoscaled_search_finds_the_cheapest_that_brute_force_finds(tmp_path):
+    """Fixed counts and every HPA of the space on the spike (an HPA from its min, costing its mean
+    replicas): the search's cheapest is brute force's, and here an HPA beats the fixed fleet the
+    peak needs, holding at the model's slow end with its own settings."""
+    space, base, scenario = _hpa_space(tmp_path)
+    assert len(space.candidates()) == 2 + 16 and sum(c.autoscale is not None for c in space.candidates()) == 16
+    result = search(space, base, scenario)
+    nominal = [o.trials[0].mean_replicas * o.candidate.replica_hour if o.candidate.autoscale else
+               o.replicas * o.candidate.replica_hour for o in result.outcomes if o.status == "passed"]  # fmt: skip
+    brute = []
+    for cand in space.candidates():
+        if cand.autoscale is not None:
+            t = trial(scenario, cand, cand.autoscale[2], cand.deployment(), scenario.seed)
+            brute += [t.mean_replicas * cand.replica_hour] if t.passed else []
+            continue
+        fewest = next((n for n in range(1, 13) if trial(scenario, cand, n, cand.deployment(), scenario.seed).passed), None)
+        brute += [fewest * cand.replica_hour] if fewest else []
+    assert min(brute) == pytest.approx(min(nominal))
+    w = result.winner
+    fixed = min(o.cost_per_hour for o in result.outcomes if o.status == "passed" and not o.candidate.autoscale)
+    assert w.candidate.autoscale is not None and w.cost_per_hour < fixed, "the spike's HPA costs less than its peak's fleet"
+    assert w.robust_replicas == w.candidate.autoscale[2] and any(t.pessimistic for t in w.trials)
+    assert w.mean_replicas >= w.trials[0].mean_replicas  # the robust checks' highest mean
+    assert 1 < w.mean_replicas < w.candidate.autoscale[3], "the HPA followed the spike, neither idle nor at its max"
+    assert all(o.reason for o in result.outcomes if o.status in ("failed", "skipped", "pruned"))
+
+
+def test_an_autoscaled_winner_is_written_with_its_hpa(tmp_path, cli):
+    _hpa_space(tmp_path, gpus={"h100": 2.49}, autoscale={**HPA, "metric": ["rps"], "target": [20], "min": [1]})
+    out = cli("plan", "--search", str(tmp_path / "space.yaml"), "--out", str(tmp_path / "out"), timeout=300)
+    assert out.returncode == 0, out.stderr
+    winner = json.loads((tmp_path / "out" / "search.json").read_text())["winner"]
+    assert winner["replicas_text"].startswith("HPA 1–8, mean ") and "HPA 1–8, mean" in out.stdout
+    pool = yaml.safe_load((tmp_path / "out" / "fleet.yaml").read_text())["pools"][0]
+    assert pool["replicas"] == 1 and pool["cold_start"] == 15
+    assert pool["autoscale"] == {"metric": "rps", "target": 20, "min": 1, "max": 8, "sync_period": "5s",
+                                 "scale_down": {"stabilization": "20s"}}  # fmt: skip
+    hpa = yaml.safe_load((tmp_path / "out" / "hpa.yaml").read_text())
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 8)
+    metric = hpa["spec"]["metrics"][0]["pods"]
+    assert metric["metric"]["name"] == "vllm_requests_per_second" and metric["target"]["averageValue"] == "20"
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 20
+    (tmp_path / "check.yaml").write_text(yaml.safe_dump({**SPIKE, "thresholds": SPACE["slo"]}))
+    check = cli("simulate", str(tmp_path / "check.yaml"), "--fleet", str(tmp_path / "out" / "fleet.yaml"),
+                "--out", str(tmp_path / "check"), timeout=300)  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    summary = json.loads((tmp_path / "check" / "summary.json").read_text())
+    assert summary["thresholds_passed"] and summary["fleet"]["average_instances"] == pytest.approx(
+        winner["trials"][0]["mean_replicas"]
+    )
+    # the plan buys the fleet the HPA reached at the peak (the simulation's own), not its max of 8
+    peak = json.loads((tmp_path / "check" / "fleet.json").read_text())["pools"]["replica"]["peak_replicas"]
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert 1 < peak < 8 and plan["fleet"]["total"] == winner["peak_replicas"] == peak
+
+
 @pytest.mark.parametrize(
     ("changes", "error"),
     [
@@ -97,6 +169,12 @@ def test_the_cli_writes_the_winner_ready_to_simulate(tmp_path, cli):
         ({"profiles": {"x.yaml": 1.0}}, "give model and gpus .*or profiles"),
         ({"weights": ["fp5"]}, "weights: .*unknown precision fp5"),
         ({"replicas": {"min": 4, "max": 2}}, "replicas: .*min \\(4\\) must not exceed max \\(2\\)"),
+        ({"autoscale": {"metric": "p99_latency", "target": 1, "max": 4}}, "autoscale.metric\\[0\\]: .*'rps'"),
+        ({"autoscale": {"metric": "rps", "target": 1, "min": 5, "max": 4}}, "autoscale: .*no min \\(5\\) at or below"),
+        ({"autoscale": {"metric": "rps", "target": 1, "max": 4, "settings": {"sync_period": "soon"}}},
+         "autoscale: .*settings.sync_period"),
+        ({"autoscale": {"metric": "rps", "target": 1, "max": 4, "settings": {"target": 3}}},
+         "autoscale: .*target are choices here"),
     ],
 )
 def test_bad_spaces_are_one_line_with_the_line(tmp_path, changes, error):

@@ -183,7 +183,10 @@ def plan(
     search_space: Path | None = typer.Option(
         None, "--search", help="Search a deployment space (a YAML file, docs/capacity.md) for the cheapest fleet that meets its SLO."
     ),
-    workers: int = typer.Option(2, "--workers", min=1, max=64, help="--search: simulations run in this many processes."),
+    workers: int = typer.Option(2, "--workers", min=1, max=1024, help="--search: simulations run in this many processes."),
+    ray: str | None = typer.Option(
+        None, "--ray", help="--search: simulate on a Ray cluster (HOST:PORT, 'auto' or 'local'), a task per configuration."
+    ),
 ) -> None:
     """Capacity plan: instances = ceil(peak ÷ (SLA capacity × safety)), N+k, cost, HPA, alerts; or Erlang C."""
     from surgelab.conditions import Threshold
@@ -192,7 +195,7 @@ def plan(
     if search_space is not None:
         from surgelab.cli.commands_search import run_search
 
-        run_search(search_space, workers, out, force, console)
+        run_search(search_space, workers, out, force, console, ray)
         return
     if queue_model is not None:  # the old name read like an AI model; kept working, with a note
         Console(stderr=True).print("[yellow]note:[/] plan --model is now --queueing (a queueing model, not an AI model)")

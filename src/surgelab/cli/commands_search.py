@@ -10,10 +10,12 @@ from rich.table import Table
 from surgelab.cli.common import fail
 
 
-def run_search(space_file: Path, workers: int, out: Path | None, force: bool, console: Console) -> None:
+def run_search(
+    space_file: Path, workers: int, out: Path | None, force: bool, console: Console, ray: str | None = None
+) -> None:
     from surgelab.plan.search import search, workload
     from surgelab.plan.search_output import write_search
-    from surgelab.plan.space import SpaceError, load_space
+    from surgelab.plan.space import SpaceError, load_space, varying
     from surgelab.scenario.loader import ScenarioError
 
     try:
@@ -23,7 +25,13 @@ def run_search(space_file: Path, workers: int, out: Path | None, force: bool, co
         raise fail(str(exc)) from None
     except ValueError as exc:
         raise fail(f"{space_file}: {exc}") from None
-    result = search(space, base, scenario, workers=workers, on_progress=lambda m: console.print(m, highlight=False))
+    from surgelab.ray_cluster import RayUnavailable
+
+    try:
+        result = search(space, base, scenario, workers=workers, ray=ray,
+                        on_progress=lambda m: console.print(m, highlight=False))  # fmt: skip
+    except RayUnavailable as exc:
+        raise fail(str(exc)) from None
     data = result.to_dict()
     console.print(
         f"{data['configurations']} configurations ({', '.join(f'{v} {k}' for k, v in data['by_status'].items())}), "
@@ -38,10 +46,12 @@ def run_search(space_file: Path, workers: int, out: Path | None, force: bool, co
     for head in ("configuration", "replicas", "robust", "cost/h", "P99 TTFT ms", "P99 E2E ms", ""):
         table.add_column(head, justify="left" if head in ("configuration", "") else "right", no_wrap=True)
     passed = sorted((o for o in result.outcomes if o.status == "passed"), key=lambda o: o.cost_per_hour or 0.0)
+    shown = varying([o.candidate for o in result.outcomes])  # the table shows what differs; the line below, all
     for o in passed[:10]:
         t = o.latency
         mark = "chosen" if o is result.winner else "front" if o in result.front else ""
-        table.add_row(o.candidate.label(), str(o.replicas), str(o.robust_replicas or ""), f"{o.cost_per_hour:,.2f}",
+        counts = (o.replicas_text, "") if o.candidate.autoscale else (str(o.replicas), str(o.robust_replicas or ""))
+        table.add_row(o.candidate.label(shown) or "the one configuration", *counts, f"{o.cost_per_hour:,.2f}",
                       f"{t.p99_ttft_ms:,.0f}" if t and t.p99_ttft_ms else "", f"{t.p99_e2e_ms:,.0f}" if t and t.p99_e2e_ms else "", mark)  # fmt: skip
     console.print(table)
     reasons: dict[str, int] = {}
@@ -55,8 +65,13 @@ def run_search(space_file: Path, workers: int, out: Path | None, force: bool, co
         console.print("[red]no configuration in the space passed[/]")
     else:
         w = result.winner
-        console.print(f"[bold]cheapest: {w.robust_replicas} × {w.candidate.label()}, {w.cost_per_hour:,.2f} per hour[/] "
-                      f"(passed with {w.replicas}; {w.robust_replicas} hold with {space.seeds} more seeds and at the engine model's slow end)",
+        seeds = f"{space.seeds} more seed{'s' * (space.seeds != 1)}"
+        held = (f"it holds with {seeds} and at the engine model's slow end; the mean is the highest of those runs"
+                if w.candidate.autoscale else
+                f"passed with {w.replicas}; {w.robust_replicas} hold with {seeds} and at the engine model's slow end")
+        fleet = (f"{w.candidate.label()} (mean {w.mean_replicas:.1f} replicas, {w.peak_replicas} at most)" if w.candidate.autoscale
+                 else f"{w.replicas_text} × {w.candidate.label()}")  # fmt: skip
+        console.print(f"[bold]cheapest: {fleet}, {w.cost_per_hour:,.2f} per hour[/] ({held})",
                       highlight=False)  # fmt: skip
         if result.error_text:
             console.print(f"engine model: {result.error_text}", highlight=False, soft_wrap=True)

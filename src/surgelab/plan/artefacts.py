@@ -30,6 +30,7 @@ def write_artefacts(
     metric: str = "inflight",
     metric_name: str | None = None,
     min_replicas: int | None = None,
+    max_replicas: int | None = None,
     force: bool = False,
     target: float | None = None,
     windows: tuple[int, int] = (0, 300),
@@ -37,7 +38,8 @@ def write_artefacts(
     """Write the files into ``out`` (created); ValueError for unusable settings or an earlier plan
     there (unless ``force``), before writing. Each file is whole or absent; an OSError names the file.
 
-    ``windows``: the scale-up and scale-down stabilisation windows, seconds.
+    ``windows``: the scale-up and scale-down stabilisation windows, seconds. ``max_replicas``: the
+    HPA's ceiling when it is not the planned fleet (a searched HPA's own max).
     """
     if metric not in HPA_METRICS:
         raise ValueError(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {metric!r}")
@@ -51,7 +53,7 @@ def write_artefacts(
     spec = HpaSpec(
         name=deployment,
         min_replicas=min_replicas if min_replicas is not None else 1 + fleet.inputs.spares,
-        max_replicas=fleet.total,
+        max_replicas=max(max_replicas or fleet.total, fleet.total),
         metric=metric,  # type: ignore[arg-type]
         target=target if target is not None else _measured_target(plan, metric),
         metric_name=metric_name,

@@ -14,10 +14,13 @@ For every configuration of the space (``space.SearchSpace``):
    count simulated on the scenario's own schedule at the peak; a simulation stops as soon as
    its objective is lost (more requests over a P99 bound than 1 % of the run, more errors
    than the error-rate bound allows).
+   An autoscaled configuration (``autoscale`` in the space) is one simulation instead: its
+   HPA starts at ``min`` on the workload's own load shape, and it costs its mean replicas.
 4. **Robust answers.** Passing configurations, cheapest first, are simulated again with other
    seeds and at the slow end of the engine model's measured error (every time × (1 + E2E
    error)); a count that fails there grows until it holds, and the checks go on while a
-   configuration's nominal cost is below the best robust one. The winner is the cheapest robust one.
+   configuration's nominal cost is below the best robust one (at equal cost, while it is faster).
+   The winner is the cheapest robust one, the fastest at P99 E2E among equals.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from surgelab.engine.steady import steady_state
 from surgelab.load.phases import open_loop_offsets, plan_phases
 from surgelab.metrics.record import State
 from surgelab.plan.space import Candidate, SearchSpace
+from surgelab.ray_cluster import connect
 from surgelab.scenario.loader import load_scenario
 from surgelab.scenario.model import Scenario
 from surgelab.sim import build_fleet, simulate
@@ -69,6 +73,10 @@ class Trial:
     stopped_early: bool = False
     cpu_s: float = 0.0
     in_flight_per_replica: float | None = None
+    mean_replicas: float | None = None
+    """Replicas over the run on average (what an autoscaled fleet pays for)."""
+    peak_replicas: int | None = None
+    """The most replicas provisioned at once (an autoscaled fleet's size at its peak)."""
 
 
 @dataclass
@@ -80,17 +88,32 @@ class Outcome:
     """``pruned`` (physics), ``skipped`` (its floor costs too much to win), ``passed`` or ``failed``."""
     reason: str = ""
     floor: int = 0
-    """Fewest replicas the steady-state analysis allows."""
+    """Fewest replicas the steady-state analysis allows at the peak."""
+    bound_cost: float = 0.0
+    """The least it could cost per hour and pass (physics): the order of simulation, and the skip rule."""
     replicas: int | None = None
     """Fewest replicas that passed, nominal physics and the scenario's seed."""
     robust_replicas: int | None = None
     """Fewest that also passed with other seeds and at the model's slow end (finalists only)."""
+    mean_replicas: float | None = None
+    """Autoscaled: the mean replicas of its passing simulation (the robust checks' highest once checked)."""
+    peak_replicas: int | None = None
+    """Autoscaled: the most replicas its HPA provisioned at once (the robust checks' highest once checked)."""
     trials: list[Trial] = field(default_factory=list)
 
     @property
     def cost_per_hour(self) -> float | None:
-        n = self.robust_replicas or self.replicas
+        n = self.mean_replicas if self.candidate.autoscale else self.robust_replicas or self.replicas
         return None if n is None else n * self.candidate.replica_hour
+
+    @property
+    def replicas_text(self) -> str:
+        """``7``, or for an autoscaled one ``HPA 2–24, mean 6.3``."""
+        if self.candidate.autoscale is None:
+            n = self.robust_replicas or self.replicas
+            return "" if n is None else str(n)
+        _, _, low, high = self.candidate.autoscale
+        return f"HPA {low}–{high}" + (f", mean {self.mean_replicas:.1f}" if self.mean_replicas is not None else "")
 
     @property
     def latency(self) -> Trial | None:
@@ -99,7 +122,7 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "candidate": {**asdict(self.candidate), "label": self.candidate.label()},
-                "cost_per_hour": self.cost_per_hour}  # fmt: skip
+                "cost_per_hour": self.cost_per_hour, "replicas_text": self.replicas_text}  # fmt: skip
 
 
 @dataclass
@@ -165,9 +188,12 @@ def mean_lengths(scenario: Scenario, n: int = 2000) -> tuple[float, float, int]:
     return float(np.mean(prompts)), float(np.mean(outputs)), int(total)
 
 
-def _peak(scenario: Scenario) -> float:
+def _rates(scenario: Scenario) -> tuple[float, float]:
+    """The highest rate the scenario plans, and its mean over the run (req/s; closed loops count 0)."""
     traffic = Traffic(scenario, texts=False)
-    return traffic.planned_peak(0.0, traffic.end_ns / SECOND)
+    length = traffic.end_ns / SECOND
+    planned = sum(len(s.offsets) for s in traffic.sources if s.offsets is not None)
+    return traffic.planned_peak(0.0, length), planned / length if length > 0 else 0.0
 
 
 # -- physics first --------------------------------------------------------------------------------
@@ -195,28 +221,38 @@ def _held(profile: EngineProfile, rate: float, prompt: float, output: float, bou
     return all(means[m] <= bound for m, bound in bounds.items())
 
 
-def floor_replicas(
-    profile: EngineProfile, peak: float, prompt: float, output: float, bounds: dict[str, float]
-) -> int | None:
-    """Fewest replicas the steady-state analysis allows (None: not even one request a second… at all)."""
+def replica_rate(profile: EngineProfile, prompt: float, output: float, bounds: dict[str, float]) -> float | None:
+    """The highest rate one replica holds with its means inside ``bounds`` (None: no rate at all)."""
     low, high = 0.0, 1.0
     while _held(profile, high, prompt, output, bounds):  # the first rate it cannot hold
         low, high = high, high * 2
         if high > 1e6:
-            return 1
+            return math.inf
     if low == 0.0 and not _held(profile, 1e-3, prompt, output, bounds):
         return None
     low = max(low, 1e-3)
     for _ in range(30):
         mid = (low + high) / 2
         low, high = (mid, high) if _held(profile, mid, prompt, output, bounds) else (low, mid)
-    return max(math.ceil(peak / low - 1e-9), 1)
+    return low
+
+
+def floor_replicas(
+    profile: EngineProfile, peak: float, prompt: float, output: float, bounds: dict[str, float]
+) -> int | None:
+    """Fewest replicas the steady-state analysis allows (None: not even one request a second… at all)."""
+    rate = replica_rate(profile, prompt, output, bounds)
+    return None if rate is None else max(math.ceil(peak / rate - 1e-9), 1)
 
 
 def prune(
-    space: SearchSpace, base: Path, candidate: Candidate, peak: float, lengths: tuple[float, float, int]
+    space: SearchSpace, base: Path, candidate: Candidate, peak: float, lengths: tuple[float, float, int],
+    mean_rate: float = 0.0,
 ) -> Outcome:
-    """The configuration's floor, or the physical reason it cannot serve the workload."""
+    """The configuration's floor and least cost, or the physical reason it cannot serve the workload.
+
+    An autoscaled one pays at least its ``min`` and, on average, the mean rate's share of a replica's
+    capacity; it cannot pass when its ``max`` is below the floor at the peak."""
     try:
         profile = load_profile(candidate.deployment(space.max_model_len, base), base)
     except ProfileError as exc:
@@ -225,23 +261,37 @@ def prune(
     limit = min(profile.max_model_len, profile.kv_capacity_tokens)
     if longest > limit:
         return Outcome(candidate, "pruned", f"context: a request of {longest:,} tokens exceeds {limit:,}")
-    floor = floor_replicas(profile, peak, prompt, output, _mean_bounds(space.slo))
-    if floor is None:
+    rate = replica_rate(profile, prompt, output, _mean_bounds(space.slo))
+    if rate is None:
         return Outcome(candidate, "pruned", "capacity: one replica cannot meet the objective's means at any rate")
+    floor = max(math.ceil(peak / rate - 1e-9), 1)
+    if candidate.autoscale is not None:
+        _, _, low, high = candidate.autoscale
+        if floor > high:
+            return Outcome(candidate, "pruned", f"capacity: the peak needs at least {floor} replicas, the HPA's max is {high}", floor)
+        least = max(low, mean_rate / rate) * candidate.replica_hour
+        return Outcome(candidate, "candidate", floor=floor, bound_cost=least)
     floor = max(floor, space.replicas.min)
     if floor > space.replicas.max:
         return Outcome(
             candidate, "pruned", f"capacity: needs at least {floor} replicas (max {space.replicas.max})", floor
         )
-    return Outcome(candidate, "candidate", floor=floor)
+    return Outcome(candidate, "candidate", floor=floor, bound_cost=floor * candidate.replica_hour)
 
 
 # -- simulation ---------------------------------------------------------------------------------
 
 
-def _fleet(candidate: Candidate, replicas: int, profile: dict[str, Any] | str) -> dict[str, Any]:
-    return {"name": "search", "pools": [{"name": "replica", "replicas": replicas, "profile": profile,
-            "cost_per_hour": candidate.replica_hour}], "router": {"policy": candidate.router}}  # fmt: skip
+def fleet_data(candidate: Candidate, replicas: int, profile: dict[str, Any] | str, name: str = "search") -> dict[str, Any]:
+    """The fleet file's data for ``replicas`` of the configuration (an autoscaled one starts at its min)."""
+    pool: dict[str, Any] = {"name": "replica", "replicas": replicas, "profile": profile,
+                            "cost_per_hour": round(candidate.replica_hour, 6)}  # fmt: skip
+    hpa = candidate.hpa()
+    if hpa is not None:
+        pool.update(replicas=hpa["min"], autoscale=hpa)
+        if candidate.cold_start:
+            pool["cold_start"] = candidate.cold_start
+    return {"name": name, "pools": [pool], "router": {"policy": candidate.router}}
 
 
 def _watch(scenario: Scenario, expected: int) -> Callable[..., str | None]:
@@ -280,7 +330,7 @@ def trial(scenario: Scenario, candidate: Candidate, replicas: int, profile: dict
     """Simulate ``replicas`` of the configuration on the scenario (with ``seed``) and judge it."""
     started = time.process_time()
     scenario = scenario.model_copy(update={"seed": seed})
-    fleet = build_fleet(_fleet(candidate, replicas, profile))
+    fleet = build_fleet(fleet_data(candidate, replicas, profile))
     expected = _expected(scenario)
     with tempfile.TemporaryDirectory() as tmp:
         result = simulate(scenario, fleet, Path(tmp) / "trial", stop=_watch(scenario, expected))
@@ -292,8 +342,11 @@ def trial(scenario: Scenario, candidate: Candidate, replicas: int, profile: dict
     p99 = {k: latency.get(k, {}).get("p99") for k in ("ttft", "e2e")}
     why = stopped or "; ".join(failed)
     in_flight = summary.get("concurrency", {}).get("mean_in_flight")
+    mean = summary.get("fleet", {}).get("average_instances")
+    per = in_flight / (mean or replicas) if in_flight is not None else None
+    peak = sum(p.get("peak_replicas", 0) for p in result.fleet.get("pools", {}).values())
     return Trial(replicas, passed, why, p99["ttft"], p99["e2e"], seed, pessimistic, bool(stopped),
-                 time.process_time() - started, in_flight / replicas if in_flight is not None else None)  # fmt: skip
+                 time.process_time() - started, per, mean, peak or None)  # fmt: skip
 
 
 def _stop_reason(run_dir: Path) -> str:
@@ -342,27 +395,50 @@ def _fewest(scenario: Scenario, outcome: Outcome, max_replicas: int, cap: float 
     return outcome
 
 
+def _autoscaled(scenario: Scenario, outcome: Outcome, seed: int, profile: dict[str, Any]) -> Outcome:
+    """One simulation: the HPA from its min on the workload's load shape; it costs its mean replicas."""
+    t = trial(scenario, outcome.candidate, outcome.candidate.autoscale[2], profile, seed)  # type: ignore[index]
+    outcome.trials.append(t)
+    if t.passed:
+        outcome.status, outcome.replicas, outcome.mean_replicas = "passed", t.replicas, t.mean_replicas
+        outcome.peak_replicas = t.peak_replicas
+    else:
+        outcome.status, outcome.reason = "failed", t.why
+    return outcome
+
+
 def _evaluate(args: tuple) -> Outcome:
     scenario, outcome, max_replicas, cap, seed, profile = args
+    if outcome.candidate.autoscale is not None:
+        return _autoscaled(scenario, outcome, seed, profile)
     return _fewest(scenario, outcome, max_replicas, cap, seed, profile)
 
 
 def _robust(scenario: Scenario, outcome: Outcome, space: SearchSpace, base: Path) -> Outcome:
-    """The finalist's count checked with other seeds and at the model's slow end; grown until it holds."""
+    """The finalist checked with other seeds and at the model's slow end: a fixed count grows until it
+    holds; an autoscaled one holds as it is or fails (its HPA decides the count), and costs the highest
+    mean replicas among its checks."""
     cand = outcome.candidate
-    nominal = load_profile(cand.deployment(space.max_model_len, base), base)
+    deployment = cand.deployment(space.max_model_len, base)
+    nominal = load_profile(deployment, base)
     bar = error_bar(nominal)
     slow = nominal.slowed(1 + (bar.e2e if bar else 0.0) / 100).to_dict()
-    n = outcome.replicas or outcome.floor
-    while n <= space.replicas.max:
-        checks = [
-            (scenario.seed + k + 1, cand.deployment(space.max_model_len, base), False) for k in range(space.seeds)
-        ]
-        checks.append((scenario.seed, slow, True))
+    checks = [(scenario.seed + k + 1, deployment, False) for k in range(space.seeds)] + [(scenario.seed, slow, True)]
+    hpa = cand.autoscale
+    n = hpa[2] if hpa is not None else outcome.replicas or outcome.floor
+    while n <= space.replicas.max or hpa is not None:
         results = [trial(scenario, cand, n, profile, seed, pessimistic) for seed, profile, pessimistic in checks]
         outcome.trials.extend(results)
-        if all(t.passed for t in results):
+        lost = next((t for t in results if not t.passed), None)
+        if lost is None:
             outcome.robust_replicas = n
+            if hpa is not None:
+                outcome.mean_replicas = max(t.mean_replicas or 0.0 for t in outcome.trials)
+                outcome.peak_replicas = max(t.peak_replicas or 0 for t in outcome.trials) or None
+            return outcome
+        if hpa is not None:
+            where = "at the model's slow end" if lost.pessimistic else f"with seed {lost.seed}"
+            outcome.status, outcome.reason = "failed", f"does not hold {where}: {lost.why}"
             return outcome
         n += 1
     outcome.status, outcome.reason = "failed", "no count up to the space's max holds at the model's slow end"
@@ -383,32 +459,34 @@ def _pareto(outcomes: list[Outcome]) -> list[Outcome]:
     return front
 
 
-def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int = 1,
+def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int = 1, ray: str | None = None,
            on_progress: Callable[[str], None] | None = None) -> SearchResult:  # fmt: skip
-    """Search ``space`` for the cheapest fleet that meets its objective on ``scenario`` (``workload()``)."""
+    """Search ``space`` for the cheapest fleet that meets its objective on ``scenario`` (``workload()``).
+
+    ``workers`` simulations at a time: in this process (1), in worker processes, or with ``ray`` (a
+    cluster address, as ``run --ray`` takes) in one Ray actor per CPU of the cluster."""
     say = on_progress or (lambda _m: None)
+    pool, workers = _pool(workers, ray)
     started = time.perf_counter()
-    peak = space.peak or _peak(scenario)
+    planned_peak, mean_rate = _rates(scenario)
+    peak = space.peak or planned_peak
     lengths = mean_lengths(scenario)
-    outcomes = [prune(space, base, c, peak, lengths) for c in space.candidates()]
-    alive = sorted(
-        (o for o in outcomes if o.status == "candidate"),
-        key=lambda o: (o.floor * o.candidate.replica_hour, o.candidate.label()),
-    )
+    outcomes = [prune(space, base, c, peak, lengths, mean_rate) for c in space.candidates()]
+    alive = sorted((o for o in outcomes if o.status == "candidate"), key=lambda o: (o.bound_cost, o.candidate.label()))
     say(
-        f"{len(outcomes)} configurations: {len(outcomes) - len(alive)} pruned by physics, {len(alive)} to simulate in order of their floor's cost"
+        f"{len(outcomes)} configurations: {len(outcomes) - len(alive)} pruned by physics, {len(alive)} to simulate, the least they could cost first"
     )
     best: float | None = None
     done: list[Outcome] = []
-    with ProcessPoolExecutor(workers) if workers > 1 else _Inline() as pool:
+    with pool:
         pending = list(alive)
         while pending:
             batch, pending = pending[:workers], pending[workers:]
             cap = best * _BAND if best is not None else None
             runnable = []
             for o in batch:
-                if cap is not None and o.floor * o.candidate.replica_hour > cap:
-                    o.status, o.reason = "skipped", f"its floor ({o.floor} replicas) costs more than the best × {_BAND}"
+                if cap is not None and o.bound_cost > cap:
+                    o.status, o.reason = "skipped", f"its least cost ({o.bound_cost:,.2f}/h) is more than the best × {_BAND}"
                     done.append(o)
                 else:
                     runnable.append(o)
@@ -417,29 +495,45 @@ def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int =
             for o in pool.map(_evaluate, jobs):
                 done.append(o)
                 if o.status == "passed":
-                    cost = o.replicas * o.candidate.replica_hour
+                    cost = o.cost_per_hour
                     best = cost if best is None else min(best, cost)
-                    say(f"  {o.candidate.label()}: {o.replicas} replicas pass ({cost:,.2f}/h)")
+                    say(f"  {o.candidate.label()}: {o.replicas_text} replicas pass ({cost:,.2f}/h)")
     by_label = {o.candidate.label(): o for o in done}
     outcomes = [by_label.get(o.candidate.label(), o) for o in outcomes]
-    # robust counts, cheapest nominal first, until no one left could beat the best robust one (robust >= nominal)
-    best_robust, robust = math.inf, []
+    # robust counts, cheapest nominal first, until no one left could beat the best robust one (robust >= nominal);
+    # a tie at its cost is checked only if it is faster, as the winner among equals is the fastest
+    winner: Outcome | None = None
     for o in sorted(
         (o for o in outcomes if o.status == "passed"), key=lambda o: (o.cost_per_hour, o.candidate.label())
     ):
-        if o.cost_per_hour >= best_robust:
-            break
+        if winner is not None and (o.cost_per_hour, _p99_e2e(o)) >= (winner.cost_per_hour, _p99_e2e(winner)):
+            if o.cost_per_hour > winner.cost_per_hour:
+                break
+            continue
         _robust(scenario, o, space, base)
         if o.robust_replicas is not None:
-            robust.append(o)
-            best_robust = min(best_robust, o.cost_per_hour)
-            say(f"  {o.candidate.label()}: {o.robust_replicas} replicas hold at the model's slow end and other seeds")
-    winner = min(robust, key=lambda o: (o.cost_per_hour, o.latency.p99_e2e_ms if o.latency else math.inf,
-                                        o.candidate.label()), default=None)  # fmt: skip
+            say(f"  {o.candidate.label()}: {o.replicas_text} replicas hold at the model's slow end and other seeds")
+            if winner is None or (o.cost_per_hour, _p99_e2e(o)) < (winner.cost_per_hour, _p99_e2e(winner)):
+                winner = o
     simulations = sum(len(o.trials) for o in outcomes)
     bar = error_bar(load_profile(winner.candidate.deployment(space.max_model_len, base), base)) if winner else None
     return SearchResult(space, outcomes, winner, _pareto(outcomes), bar.describe() if bar else "", simulations,
                         time.perf_counter() - started, peak)  # fmt: skip
+
+
+def _p99_e2e(outcome: Outcome) -> float:
+    return outcome.latency.p99_e2e_ms if outcome.latency else math.inf
+
+
+def _pool(workers: int, ray: str | None) -> tuple[Any, int]:
+    """What maps the simulations, and how many go at once."""
+    if ray:
+        cluster = connect(ray)  # RayUnavailable without Ray (pip install 'surgelab[ray]') or a cluster
+        from ray.util.multiprocessing import Pool  # optional, as ray itself: only with --ray
+
+        workers = max(int(cluster.cluster_resources().get("CPU", 1)), 1)  # an actor per CPU: more would wait
+        return Pool(processes=workers), workers
+    return (ProcessPoolExecutor(workers) if workers > 1 else _Inline()), workers
 
 
 class _Inline:

@@ -4,7 +4,9 @@
 - ``fleet.yaml``: the winner as a fleet file (``surgelab simulate SCENARIO --fleet fleet.yaml``);
 - ``deployment.yaml``: one replica's deployment (``surgelab serve --profile deployment.yaml``);
 - ``plan.json``, ``hpa.yaml``, ``adapter.yaml``, ``alerts.yaml``: the capacity plan of the winner
-  (its robust replica count at the peak; the HPA's per-pod target its measured requests in flight);
+  (its robust replica count at the peak; the HPA's per-pod target its measured requests in flight;
+  an autoscaled winner's HPA is the one searched: its metric, target, min and max, and its fleet at
+  the peak the most replicas that HPA provisioned at once);
 - ``search.html``: the front of cost against P99 E2E, the chosen point, and a table to sort.
 """
 
@@ -19,8 +21,9 @@ from surgelab.files import located, write_atomic
 from surgelab.plan.artefacts import write_artefacts
 from surgelab.plan.capacity import plan_capacity
 from surgelab.plan.fleet import FleetInputs
-from surgelab.plan.search import Outcome, SearchResult
+from surgelab.plan.search import Outcome, SearchResult, fleet_data
 from surgelab.report.search_view import SEARCH_FILE, render_search_html
+from surgelab.sim.fleet import Autoscale
 
 __all__ = ["write_search"]
 
@@ -31,10 +34,8 @@ def winner_fleet(result: SearchResult) -> dict:
     assert w is not None
     c = w.candidate
     profile = c.profile_file or c.deployment(result.space.max_model_len)
-    return {"name": f"{result.space.name}-winner", "description": f"surgelab plan --search: {c.label()}",
-            "pools": [{"name": "replica", "replicas": w.robust_replicas, "profile": profile,
-                       "cost_per_hour": round(c.replica_hour, 6)}],
-            "router": {"policy": c.router}}  # fmt: skip
+    fleet = fleet_data(c, w.robust_replicas or 1, profile, f"{result.space.name}-winner")
+    return {"name": fleet.pop("name"), "description": f"surgelab plan --search: {c.label()}", **fleet}
 
 
 def write_search(result: SearchResult, out: Path, force: bool = False) -> list[Path]:
@@ -58,16 +59,36 @@ def write_search(result: SearchResult, out: Path, force: bool = False) -> list[P
         deployment = profile if isinstance(profile, dict) else {"profile": profile}
         write_atomic(out / "deployment.yaml", yaml.safe_dump(deployment, sort_keys=False))
         written += [out / "fleet.yaml", out / "deployment.yaml"]
-        written += write_artefacts(out, _capacity_plan(result, result.winner), result.space.slo, force=True)
+        written += write_artefacts(out, _capacity_plan(result, result.winner), result.space.slo, force=True,
+                                   **_searched_hpa(result.winner))  # fmt: skip
     write_atomic(out / SEARCH_FILE, render_search_html(data, fleet_text))
     return [*written, out / SEARCH_FILE]
 
 
+_HPA_METRIC = {"in_flight": "inflight", "rps": "rps", "queue": "queue", "busy": "gpu"}
+"""The simulator's autoscale metric → the HPA manifest's (``busy`` is a 0–1 share, DCGM's GPU utilisation a percentage)."""
+
+
+def _searched_hpa(w: Outcome) -> dict:
+    """write_artefacts' HPA settings for an autoscaled winner: the metric, target, min and max it was searched with."""
+    if w.candidate.autoscale is None:
+        return {}
+    metric, target, low, high = w.candidate.autoscale
+    rules = Autoscale.model_validate(w.candidate.hpa())
+    up, down = rules.scale_up.stabilization, rules.scale_down.stabilization
+    windows = (round(up if up is not None else 0), round(down if down is not None else 300))  # the simulator's defaults
+    return {"metric": _HPA_METRIC[metric], "target": target * 100 if metric == "busy" else target, "min_replicas": low,
+            "max_replicas": high, "windows": windows}  # fmt: skip
+
+
 def _capacity_plan(result: SearchResult, w: Outcome):
-    n = w.robust_replicas or w.replicas or 1
     c = w.candidate
+    # the fleet at the peak: an autoscaled winner's most replicas at once (its HPA may grow to its max)
+    n = (w.peak_replicas or c.autoscale[3]) if c.autoscale else w.robust_replicas or w.replicas or 1
     inputs = FleetInputs(peak=result.peak, capacity=result.peak / n * (1 + 1e-9), safety=1.0, gpus_per_instance=c.tp,
                          gpu_hour_cost=c.gpu_hour)  # fmt: skip
     trial = w.latency
-    source = f"plan --search: {n} replicas of {c.label()} hold {result.peak:g} req/s (simulated, robust)"
+    held = (f"an HPA of {c.autoscale[2]}–{c.autoscale[3]} replicas ({n} at the peak, {w.mean_replicas or 0:.1f} on average)"
+            if c.autoscale else f"{n} replicas")  # fmt: skip
+    source = f"plan --search: {held} of {c.label()} hold {result.peak:g} req/s (simulated, robust)"
     return plan_capacity(inputs, source, trial.in_flight_per_replica if trial else None)

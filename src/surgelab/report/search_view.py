@@ -27,7 +27,7 @@ _SEARCH_JS = r"""
   const cards = section("Cheapest fleet that meets the objective", "cards");
   const latency = o => { const t = (o.trials || []).find(t => t.passed && !t.pessimistic && t.replicas === o.replicas); return t || null; };
   const wl = W ? latency(W) : null;
-  [["winner", "Configuration", W ? W.candidate.label : "none passed", ""], ["replicas", "Replicas (robust)", W ? W.robust_replicas : null, ""],
+  [["winner", "Configuration", W ? W.candidate.label : "none passed", ""], ["replicas", "Replicas (robust)", W ? (W.candidate.autoscale ? W.replicas_text : W.robust_replicas) : null, ""],
    ["cost", "Cost / hour", W ? W.cost_per_hour : null, ""], ["p99", "P99 E2E at the peak", wl ? wl.p99_e2e_ms : null, "ms"],
    ["peak", "Peak", S.peak_rps, "req/s"], ["configs", "Configurations", S.configurations, ""], ["sims", "Simulations", S.simulations, ""]]
    .forEach(([id, label, v, unit]) => cards.appendChild(slEl("div", { className: "card" + (id === "winner" && !W ? " bad" : ""), id: "card-" + id },
@@ -38,7 +38,7 @@ _SEARCH_JS = r"""
   const front = new Set(S.front);
   const chart = section("Cost against P99 E2E (passing configurations at their fewest replicas)", "grid1");
   const trace = (name, list, marker) => ({ name: name, type: "scatter", mode: "markers", x: list.map(o => o.cost_per_hour), y: list.map(o => latency(o).p99_e2e_ms),
-    text: list.map(o => o.candidate.label + " × " + (o.robust_replicas || o.replicas)), hovertemplate: "%{text}<br>%{x:.2f}/h, P99 E2E %{y:.0f} ms<extra></extra>", marker: marker });
+    text: list.map(o => o.candidate.label + " × " + o.replicas_text), hovertemplate: "%{text}<br>%{x:.2f}/h, P99 E2E %{y:.0f} ms<extra></extra>", marker: marker });
   const onFront = passed.filter(o => front.has(o.candidate.label)), off = passed.filter(o => !front.has(o.candidate.label));
   const traces = [trace("passing", off, { color: "#94a3b8", size: 8 }), trace("Pareto front", onFront, { color: "#2563eb", size: 10 })];
   if (W && wl) traces.push(trace("chosen", [W], { color: "#15803d", size: 16, symbol: "star" }));
@@ -48,7 +48,7 @@ _SEARCH_JS = r"""
   root.appendChild(slEl("h2", {}, "Every configuration (" + counts + ")"));
   const box = slEl("div", { className: "scroll" }); root.appendChild(box);
   const head = ["configuration", "status", "floor", "replicas", "robust", "cost/h", "P99 TTFT ms", "P99 E2E ms", "why"];
-  const rows = S.outcomes.map(o => { const t = latency(o); return [o.candidate.label, o.status, o.floor || "", o.replicas || "", o.robust_replicas || "",
+  const rows = S.outcomes.map(o => { const t = latency(o); return [o.candidate.label, o.status, o.floor || "", o.candidate.autoscale ? o.replicas_text : o.replicas || "", o.robust_replicas || "",
     o.cost_per_hour === null ? "" : o.cost_per_hour, t ? t.p99_ttft_ms : "", t ? t.p99_e2e_ms : "", o.reason || ""]; });
   const table = slTable(box, head, rows.map(r => r.map((c, i) => i === 1 ? '<span class="' + (c === "passed" ? "pass" : c === "pruned" || c === "failed" ? "fail" : "ns") + '">' + c + "</span>"
     : typeof c === "number" ? slFmt(c) : esc(c))));
@@ -77,6 +77,6 @@ def render_search_html(search: dict[str, Any], fleet_file: str | None = None) ->
         _CSS + f'<script type="application/json" id="search-data">{script_safe(data)}</script><div id="report"></div>'
     )
     w = search.get("winner")
-    subtitle = (f"{w['robust_replicas']} × {w['candidate']['label']}, {w['cost_per_hour']:,.2f}/h for {search['peak_rps']:g} req/s"
+    subtitle = (f"{w['replicas_text']} × {w['candidate']['label']}, {w['cost_per_hour']:,.2f}/h for {search['peak_rps']:g} req/s"
                 if w else f"nothing passed at {search['peak_rps']:g} req/s")  # fmt: skip
     return page(f"surgelab plan --search — {search['name']}", subtitle, body, [_SEARCH_JS])

@@ -29,6 +29,7 @@ from surgelab.load.phases import plan_phases
 from surgelab.metrics.live import LiveSnapshot, merge_snapshots
 from surgelab.metrics.rundir import write_run_info
 from surgelab.metrics.store import HeldTables, RecordStore, table_from_bytes
+from surgelab.ray_cluster import RayUnavailable, connect
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
 from surgelab.runner.interrupts import Interrupts
@@ -44,10 +45,6 @@ PULL_S = 0.5  # how often the driver takes every actor's new records and live fi
 _CALL_TIMEOUT_S = 30.0  # an actor that answers nothing for this long is taken for lost
 _LATE_S = 60.0  # past the planned end plus grace, an actor still running is given up
 _UNAVAILABLE_S = 10.0  # unreachable (ActorUnavailableError: maybe a network blip) this long is lost
-
-
-class RayUnavailable(RuntimeError):
-    pass
 
 
 class _ShardActor:
@@ -126,22 +123,6 @@ async def _offset(actor: Any, pings: int = 5) -> dict[str, Any]:
     return {"host": host, "node_id": node, "pid": pid, "offset_ms": offset / 1e6, "rtt_ms": rtt / 1e6}
 
 
-def _connect(address: str) -> Any:
-    try:
-        import ray  # optional: only with --ray (pip install 'surgelab[ray]')
-    except ImportError:
-        raise RayUnavailable("--ray needs Ray: pip install 'surgelab[ray]'") from None
-    if not ray.is_initialized():
-        try:
-            if address == "local":
-                ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-            else:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise RayUnavailable(f"--ray {address}: cannot connect to a Ray cluster: {exc}") from None
-    return ray
-
-
 async def _call(ray: Any, ref: Any, timeout: float = _CALL_TIMEOUT_S) -> tuple[Any, str | None]:
     """An actor call's answer, or why there is none (the actor or its node is gone)."""
     try:
@@ -173,7 +154,7 @@ async def run_on_ray(
     on_tick: Any = None, start_delay_s: float = 2.0, handle_signals: bool = False,
 ) -> RunResult:  # fmt: skip
     """Run ``scenario`` split over ``workers`` Ray actors; ``address`` is a cluster, ``auto`` or ``local``."""
-    ray = _connect(address)
+    ray = connect(address)
     actor_class = ray.remote(num_cpus=0, max_restarts=0)(_ShardActor)
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
     scenario = await ready(with_salt(scenario), api_key)
