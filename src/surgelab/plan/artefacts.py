@@ -30,10 +30,11 @@ def write_artefacts(
     metric: str = "inflight",
     metric_name: str | None = None,
     min_replicas: int | None = None,
-    max_replicas: int | None = None,
     force: bool = False,
     target: float | None = None,
     windows: tuple[int, int] = (0, 300),
+    *,
+    max_replicas: int | None = None,
 ) -> list[Path]:
     """Write the files into ``out`` (created); ValueError for unusable settings or an earlier plan
     there (unless ``force``), before writing. Each file is whole or absent; an OSError names the file.
