@@ -285,5 +285,5 @@ STACKS: list[Stack] = [
     PythonStack("http.server", "Python's standard library", file="stdlib_server.py",
                 na={b: "answers HTTP/1.0 only: one request per connection, no chunked encoding (see http10)"
                     for b in ("stream", "stream-close", "length", "length-close", "idle-close", "max-requests", "gzip",
-                              "llama-close")}),
+                              "llama-close", "responses", "messages")}),
 ]  # fmt: skip

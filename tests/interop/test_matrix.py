@@ -46,6 +46,7 @@ class Behaviour:
     connection: str = "keepalive"
     server: str = "default"  # default, idle or limit: which server settings the cell needs
     headers: dict[str, str] = field(default_factory=dict)
+    kind: str = "chat"  # the request kind: chat, or an API whose stream is named events (responses, messages)
 
 
 BEHAVIOURS = [
@@ -62,6 +63,16 @@ BEHAVIOURS = [
         headers={"Accept-Encoding": "gzip"},
     ),
     Behaviour("http10", "keep-alive asked, `HTTP/1.0 200 OK` stream delimited by the server's close"),
+    Behaviour(
+        "responses",
+        "keep-alive, chunked stream of the Responses API's named events (`event:` lines, `response.output_text.delta`)",
+        kind="responses",
+    ),
+    Behaviour(
+        "messages",
+        "keep-alive, chunked stream of the Messages API's named events (`message_start`, `content_block_delta`, …)",
+        kind="messages",
+    ),
     Behaviour(
         "idle-close",
         "keep-alive, the server closes connections idle longer than its timeout, shorter than the users' think time",
@@ -108,7 +119,7 @@ def test_cell(stack, behaviour, servers, observed, scenario_for, run, reconciled
                 "timeouts": {"first_token": 2, "total": 5}},
         load={"concurrency": USERS, "think_time": think, "grace": 3, "ramp_up": ITL_S,  # users half a token apart: see USERS
               "duration": (2.5 if think else 4.5) * cycle},  # 3 requests per user with think time, else 5
-        workload={"prompt_tokens": 16, "output_tokens": TOKENS},
+        workload={"prompt_tokens": 16, "output_tokens": TOKENS, "kind": behaviour.kind},
         preflight=False,  # the cell counts every request and connection the server sees
     )  # fmt: skip
     result = run(scenario, tmp_path / "run")

@@ -1,7 +1,7 @@
 """``by_kind`` in summary.json: each request kind with the figures that fit it (docs/summary.md).
 
-TTFT, ITL and TPOT appear only for kinds that stream tokens (chat, completions, vision, with
-``target.stream``); speech has its time to first audio byte instead. Every kind has E2E,
+TTFT, ITL and TPOT appear only for kinds that stream tokens (chat, completions, vision, responses,
+messages, with ``target.stream``); speech has its time to first audio byte instead. Every kind has E2E,
 requests per second, and throughput in its own unit; transcription has the real-time factor
 (processing time ÷ audio duration, below 1 is faster than real time) and speech the audio
 seconds produced per second of processing. Goodput judges each request as the whole summary
@@ -74,9 +74,9 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     if kind in THROUGHPUT_UNITS:
         name, column = THROUGHPUT_UNITS[kind]
         throughput[name] = window.per_s(float(np.nansum(units[column][ok_in_window])))
-    if kind in ("chat", "completions", "vision", "embeddings", "rerank", "flow"):
+    if kind in (*STREAMING_KINDS, "embeddings", "rerank", "flow"):
         throughput["input_tokens_per_s"] = window.per_s(float(np.nansum(c.prompt[ok_in_window])))
-    if kind in ("chat", "completions", "vision", "transcription", "flow"):
+    if kind in (*STREAMING_KINDS, "transcription", "flow"):
         throughput["output_tokens_per_s"] = window.per_s(float(np.nansum(c.output[ok_in_window])))
     # given-up requests count as their wait in TTFT and E2E, as everywhere in the summary (analysis.outcomes)
     latency: dict[str, Any] = {"e2e": censored_distribution(e2e_values(c, measured, c.intended))}

@@ -2,7 +2,7 @@
 
 A request is judged by its tier's own objectives, then its kind's (``kinds.<kind>.slo``), then
 the scenario's ``slo`` for whatever those two leave unset — and only by the objectives that fit
-its kind: TTFT where there is a first token (chat, completions and vision — the whole answer when
+its kind: TTFT where there is a first token (chat, completions, vision, responses and messages — the whole answer when
 not streamed —, the first audio byte of speech, a flow's last step), ITL and TPOT only where
 tokens are streamed, E2E everywhere. An embedding or a rerank is never a miss for want of a
 first token. The headline, ``by_phase``, ``by_class``, ``by_tier`` and ``by_kind`` all count the
@@ -19,7 +19,7 @@ from surgelab.scenario.model import Scenario, Slo
 
 __all__ = ["STREAMING_KINDS", "FIRST_TOKEN_KINDS", "objectives", "fitting", "meets_slo", "kinds_of"]
 
-STREAMING_KINDS = ("chat", "completions", "vision")
+STREAMING_KINDS = ("chat", "completions", "vision", "responses", "messages")
 FIRST_TOKEN_KINDS = (*STREAMING_KINDS, "speech", "flow")  # kinds whose records have a first token
 _FIELDS = ("ttft", "itl", "tpot", "e2e")
 

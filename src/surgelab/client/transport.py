@@ -18,7 +18,7 @@ import asyncio
 import base64
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from secrets import token_hex
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -60,6 +60,8 @@ class HttpCall:
     data: bytes | None = None
     method: str = "POST"
     headers: Mapping[str, str] = field(default_factory=dict)
+    auth: str = "bearer"
+    """How the API key goes: ``bearer`` (``Authorization: Bearer``) or ``x-api-key`` (Anthropic's header)."""
 
 
 Reader = Callable[[Response, Outcome, Callable[[], None]], Awaitable[None]]
@@ -77,6 +79,9 @@ class Transport:
         self.headers = {"Content-Type": "application/json", **target.headers}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        # a call that sends the key its own way: instead of the Bearer header, not beside it
+        self._auth: dict[str, dict[str, str | None]] = {"bearer": {}}
+        self._auth["x-api-key"] = {"Authorization": None, "x-api-key": api_key} if api_key else {}
         secrets = {api_key or ""}
         written = url_credentials(target.base_url)  # https://user:pass@host/v1: HTTP Basic, as curl does
         if written is not None:
@@ -116,6 +121,9 @@ class Transport:
         assert self._pool is not None, "use the client as an async context manager"
         timeouts = self.target.timeouts
         clock = self.clock
+        own_auth = self._auth[call.auth]
+        if own_auth:
+            call = replace(call, headers={**call.headers, **own_auth})
         exchange = self._pool.request(call.method, call.url, call.data, call.headers)
         if at_ns is not None:
             await self._timer.wait_until(clock, at_ns)

@@ -55,6 +55,7 @@ class Outcome:
     error: str | None = None
     token_ns: array = field(default_factory=lambda: array("q"))
     text: str | None = None  # the answer, kept only when the spec asks (sessions)
+    response_id: str | None = None  # the server's id of the answer (responses: a session's next turn names it)
     kind: str = ""  # the request kind (docs/kinds.md); set by the client
     input_units: float | None = None  # what the kind counts in: inputs, images, audio seconds, documents, steps
     output_units: float | None = None  # what it counts out: vectors, images, audio seconds, results, bytes
@@ -76,6 +77,7 @@ class Outcome:
         self.state, self.first_byte_ns, self.first_token_ns, self.end_ns = State.OK, None, None, None
         self.output_tokens, self.usage_source, self.http_status, self.error = None, "none", None, None
         self.token_ns, self.text, self.output_units, self.retry_after_s = array("q"), None, None, None
+        self.response_id = None
         self.ratelimit_requests, self.ratelimit_tokens, self.ratelimit_reset_s = None, None, None
 
     def fail(self, state: State, error: str, now_ns: int) -> None:

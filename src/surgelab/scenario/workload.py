@@ -30,6 +30,9 @@ class Session(ScenarioModel):
 
     turns: Distribution = Field(description="Turns per conversation (rounded, 1 to 255).")
     think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
+    previous_response_id: bool = Field(
+        False, description="Kind responses: a later turn sends the previous answer's id instead of the history (server-side state)."
+    )
 
 
 class Dataset(ScenarioModel):
@@ -50,9 +53,12 @@ class Dataset(ScenarioModel):
         return read_trace_cached(self.path, self.format, tuple(sorted(self.columns.items())))
 
 
-Kind = Literal["chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http"]
+Kind = Literal[
+    "chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http",
+    "responses", "messages",
+]  # fmt: skip
 KINDS: tuple[str, ...] = get_args(Kind)
-_TEXT_KINDS = ("chat", "completions")
+_TEXT_KINDS = ("chat", "completions", "responses", "messages")
 
 
 class Images(ScenarioModel):
@@ -167,7 +173,8 @@ class RequestClass(ScenarioModel):
     kind: Kind | None = Field(
         None,
         description="What the request is (docs/kinds.md): chat, completions, embeddings, vision, transcription, "
-        "image_generation, rerank, speech, flow or http; default: endpoint, else target.endpoint.",
+        "image_generation, rerank, speech, flow, http, responses (OpenAI Responses API) or messages (Anthropic "
+        "Messages API); default: endpoint, else target.endpoint.",
     )
     batch_size: Distribution = Field(1, description="Embeddings: inputs per request, each prompt_tokens long.")
     images: Images | None = Field(None, description="Vision: the images sent; image_generation: count and size asked for.")
@@ -204,7 +211,9 @@ class RequestClass(ScenarioModel):
                     if (step.kind or step.endpoint) == "flow" or step.session is not None:
                         errors.append(f"flow step {step.name!r} cannot be a flow or a session")
         if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
-            errors.append(f"session applies to chat, completions and vision, not {kind}")
+            errors.append(f"session applies to chat, completions, vision, responses and messages, not {kind}")
+        if self.session is not None and self.session.previous_response_id and kind != "responses":
+            errors.append(f"session.previous_response_id applies to kind responses, not {kind or 'the target endpoint'}")
         if errors:
             raise ValueError("; ".join(errors))
         return self

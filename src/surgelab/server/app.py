@@ -17,6 +17,7 @@ from aiohttp import web
 from surgelab.engine import Engine, EngineRequest, RequestRejected, prefix_block_hashes
 from surgelab.exposure import token_matches
 from surgelab.server.config import ServerConfig
+from surgelab.server.conversations import Conversations
 from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.faults import FaultInjector
 from surgelab.server.media import MediaRoutes
@@ -29,10 +30,12 @@ from surgelab.server.protocol import (
     parse_chat,
     parse_completion,
     parse_embeddings,
+    parse_messages,
     parse_tokenize,
     plan_output,
 )
-from surgelab.server.responses import DONE, Completion, usage
+from surgelab.server.responses import Completion, usage
+from surgelab.server.typed_events import MessagesAnswer, ResponsesAnswer
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
 __all__ = ["InferenceServer", "build_app"]
@@ -55,7 +58,8 @@ def _token_required(token: str) -> Any:
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != "/health" and not token_matches(request.headers.get("Authorization"), token):
+        given = request.headers.get("Authorization") or request.headers.get("x-api-key")  # x-api-key: Anthropic's
+        if request.path != "/health" and not token_matches(given, token):
             return web.json_response({"error": {"message": "missing or wrong token", "type": "unauthorized"}}, status=401)
         return await handler(request)
 
@@ -67,7 +71,8 @@ async def _api_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except ApiError as exc:
-        return web.Response(status=exc.status, body=exc.body(), headers=exc.headers, content_type="application/json")
+        body = exc.anthropic_body() if request.path == "/v1/messages" else exc.body()
+        return web.Response(status=exc.status, body=body, headers=exc.headers, content_type="application/json")
 
 
 class InferenceServer:
@@ -80,6 +85,7 @@ class InferenceServer:
         self.engine = Engine(config.profile, prefix_caching=config.prefix_caching)
         self.driver = EngineDriver(self.engine, on_step=self.metrics.observe_step)
         self.faults = FaultInjector(config.faults, config.seed)
+        self.conversations = Conversations()
         self.inflight = 0
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(4)  # response ids unique across restarts
@@ -88,6 +94,8 @@ class InferenceServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
         MediaRoutes(self).register(app)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/tokenize", self.tokenize)
@@ -134,6 +142,21 @@ class InferenceServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self.inference(request, parse_completion, self._generate)
 
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self.inference(request, self.conversations.resume, self._answer_responses)
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self.inference(request, parse_messages, self._answer_messages)
+
+    async def _answer_responses(self, request: web.Request, gen: Generation) -> web.StreamResponse:
+        def render(rid: str) -> ResponsesAnswer:
+            return ResponsesAnswer(self._id_prefix + rid, self.model, gen.max_tokens)
+
+        return await self._generate(request, gen, render, keep=self.conversations.keep)
+
+    async def _answer_messages(self, request: web.Request, gen: Generation) -> web.StreamResponse:
+        return await self._generate(request, gen, lambda rid: MessagesAnswer(self._id_prefix + rid, self.model, gen.prompt_tokens))
+
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         return await self.inference(request, parse_embeddings, self._embed)
 
@@ -162,7 +185,15 @@ class InferenceServer:
         finally:
             self.inflight -= 1
 
-    async def _generate(self, request: web.Request, gen: Generation) -> web.StreamResponse:
+    async def _generate(
+        self,
+        request: web.Request,
+        gen: Generation,
+        render: Callable[[str], Any] | None = None,
+        keep: Callable[[str, Generation, str], None] | None = None,
+    ) -> web.StreamResponse:
+        """Generate and answer ``gen``: as chat or completion chunks, or in ``render``'s words (an
+        answer of ``server/typed_events.py`` for request id ``rid``); ``keep`` is told each answer."""
         loop = asyncio.get_running_loop()
         arrival = loop.time()
         number = next(self._ids)
@@ -172,13 +203,16 @@ class InferenceServer:
         words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), size=n)]
         rid = f"{number:x}"
         stream = self.submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
-        completion = Completion(self._id_prefix + rid, self.model, gen.chat)
+        completion = render(rid) if render else Completion(self._id_prefix + rid, self.model, gen.chat)
         response: web.StreamResponse | None = None
         sent, first_at = 0, arrival
         try:
             if gen.stream:
                 response = web.StreamResponse(headers=_SSE_HEADERS)
                 await response.prepare(request)
+                opening = completion.opening()
+                if opening:
+                    await response.write(opening)
             while sent < n:
                 k, _ = await stream.receive()
                 if k and sent == 0:
@@ -201,10 +235,12 @@ class InferenceServer:
             raise
         self.metrics.observe_finished(finish, first_at - arrival, loop.time() - arrival, n)
         totals = usage(gen.prompt_tokens, n)
+        text = "".join(words)
+        if keep is not None:
+            keep(completion.id, gen, text)
         if response is None:
-            return _raw_json(completion.whole("".join(words), finish, totals))
-        tail = completion.usage_chunk(totals) if gen.include_usage else b""
-        await response.write(tail + DONE)
+            return _raw_json(completion.whole(text, finish, totals))
+        await response.write(completion.closing(text, finish, totals, gen.include_usage))
         await response.write_eof()
         return response
 

@@ -1,7 +1,9 @@
-"""The OpenAI request shapes the server accepts, parsed into typed requests or an ApiError.
+"""The request shapes the server accepts, parsed into typed requests or an ApiError.
 
-Prompt tokens are counted with ``BuiltinTokenizer`` so a client using the same tokenizer
-agrees exactly: the sum over chat messages of the text content, or the completion prompt.
+OpenAI's chat, completions and Responses API, and Anthropic's Messages API: each reduced to
+one ``Generation``. Prompt tokens are counted with ``BuiltinTokenizer`` so a client using the
+same tokenizer agrees exactly: the sum over messages (and instructions or system prompt) of
+the text content, or the completion prompt.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import base64
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,11 +29,16 @@ __all__ = [
     "parse_chat",
     "parse_completion",
     "parse_embeddings",
+    "parse_messages",
+    "parse_responses",
     "plan_output",
 ]
 
 _TOKENIZER = BuiltinTokenizer()
 _VOCABULARY_INDEX = {word: i for i, word in enumerate(VOCABULARY)}
+_ANTHROPIC_ERRORS = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}  # fmt: skip
+_TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
 
 
 class ApiError(Exception):
@@ -55,6 +62,11 @@ class ApiError(Exception):
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
         return orjson.dumps({"error": error})
 
+    def anthropic_body(self) -> bytes:
+        """The same error as Anthropic's Messages API answers it: ``{"type": "error", "error": {"type", "message"}}``."""
+        kind = _ANTHROPIC_ERRORS.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
+        return orjson.dumps({"type": "error", "error": {"type": kind, "message": self.message}})
+
 
 @dataclass(frozen=True, slots=True)
 class Generation:
@@ -70,6 +82,8 @@ class Generation:
     stream: bool
     include_usage: bool
     seed: int | None
+    previous_response_id: str | None = None
+    """Responses API: the stored conversation this request continues."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,37 @@ def parse_chat(body: Mapping[str, Any]) -> Generation:
     texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
     images = sum(_image_tokens(m, i) for i, m in enumerate(messages))
     return _generation(body, chat=True, texts=texts, token_ids=images)
+
+
+def parse_responses(body: Mapping[str, Any]) -> Generation:
+    """OpenAI's Responses API: ``input`` (a string or message items), ``instructions``, ``max_output_tokens``."""
+    raw = body.get("input")
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items:
+        raise ApiError(400, "'input' must be a string or a non-empty array of items", param="input")
+    texts = [text for i, item in enumerate(items) for text in _message_texts(item, i, "input")]
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise ApiError(400, "'instructions' must be a string", param="instructions")
+    previous = body.get("previous_response_id")
+    if previous is not None and not isinstance(previous, str):
+        raise ApiError(400, "'previous_response_id' must be a string", param="previous_response_id")
+    limits = {"max_tokens": body.get("max_output_tokens")}
+    gen = _generation({**body, **limits}, chat=True, texts=[instructions or "", *texts], param="input")
+    return replace(gen, previous_response_id=previous)
+
+
+def parse_messages(body: Mapping[str, Any]) -> Generation:
+    """Anthropic's Messages API: ``messages`` (string or block content), ``system``, a required ``max_tokens``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages: must be a non-empty array", param="messages")
+    if not _is_int(body.get("max_tokens")):
+        raise ApiError(400, "max_tokens: Field required (an integer)", param="max_tokens")
+    system = body.get("system")
+    system_texts = _message_texts({"role": "system", "content": system}, 0, "system") if system else []
+    texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
+    return _generation(body, chat=True, texts=[*system_texts, *texts])
 
 
 def parse_tokenize(body: Mapping[str, Any], max_model_len: int) -> dict[str, Any]:
@@ -182,8 +227,10 @@ def parse_embeddings(body: Mapping[str, Any]) -> EmbeddingInput:
     return EmbeddingInput(tuple(texts), tuple(counts), fmt == "base64")
 
 
-def _message_texts(message: Any, index: int) -> list[str]:
-    param = f"messages[{index}]"
+def _message_texts(message: Any, index: int, field: str = "messages") -> list[str]:
+    """The texts of one message: its string content, or its text parts (OpenAI ``text`` and
+    ``input_text``/``output_text`` of the Responses API; Anthropic's ``text`` blocks)."""
+    param = f"{field}[{index}]"
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise ApiError(400, f"{param} must be an object with a 'role'", param=param)
     content = message.get("content")
@@ -194,7 +241,7 @@ def _message_texts(message: Any, index: int) -> list[str]:
         for part in content:
             if not isinstance(part, dict) or "type" not in part:
                 raise ApiError(400, f"{param}.content parts must be objects with a 'type'", param=param)
-            if part["type"] == "text":
+            if part["type"] in _TEXT_PARTS:
                 if not isinstance(part.get("text"), str):
                     raise ApiError(400, f"{param}.content text part needs 'text'", param=param)
                 parts.append(part["text"])
@@ -202,7 +249,9 @@ def _message_texts(message: Any, index: int) -> list[str]:
     raise ApiError(400, f"{param}.content must be a string or an array of parts", param=param)
 
 
-def _generation(body: Mapping[str, Any], *, chat: bool, texts: list[str], token_ids: int = 0) -> Generation:
+def _generation(
+    body: Mapping[str, Any], *, chat: bool, texts: list[str], token_ids: int = 0, param: str | None = None
+) -> Generation:
     names = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
     max_tokens = next((body[n] for n in names if body.get(n) is not None), None)
     if max_tokens is not None and not (_is_int(max_tokens) and max_tokens >= 1):
@@ -223,7 +272,7 @@ def _generation(body: Mapping[str, Any], *, chat: bool, texts: list[str], token_
         raise ApiError(400, "'stream_options' must be an object", param="stream_options")
     prompt_tokens = token_ids + sum(_TOKENIZER.count(t) for t in texts)
     if prompt_tokens < 1:
-        raise ApiError(400, "the prompt is empty", param="messages" if chat else "prompt")
+        raise ApiError(400, "the prompt is empty", param=param or ("messages" if chat else "prompt"))
     return Generation(
         chat=chat,
         prompt_tokens=prompt_tokens,

@@ -42,6 +42,14 @@ class Completion:
         """The final token's event, carrying ``finish_reason`` (as vLLM does)."""
         return self._event(self._choice(word, first, finish_reason))
 
+    def opening(self) -> bytes:
+        """What a stream starts with before its first token: nothing, for chat and completions."""
+        return b""
+
+    def closing(self, text: str, finish_reason: str, usage: dict[str, int], include_usage: bool) -> bytes:
+        """What ends a stream after its last token: the usage chunk, if asked for, and ``[DONE]``."""
+        return (self.usage_chunk(usage) if include_usage else b"") + DONE
+
     def usage_chunk(self, usage: dict[str, int]) -> bytes:
         """The ``stream_options.include_usage`` chunk: no choices, just usage."""
         return self._event([], usage=usage)

@@ -59,6 +59,7 @@ class Conversation:
     think_s: tuple[float, ...]  # pause before each turn after the first
     prompt_tokens: tuple[int, ...]  # new user tokens of each turn after the first
     output_tokens: tuple[int, ...]
+    previous_response_id: bool = False  # a later turn names the previous answer instead of resending the history
 
 
 class Synthetic(NamedTuple):
@@ -223,6 +224,7 @@ class PromptFactory:
             think_s=tuple(float(x) for x in session.think_time.sample(rng, more)),
             prompt_tokens=tuple(int(x) for x in prompts),
             output_tokens=tuple(int(x) for x in outputs),
+            previous_response_id=session.previous_response_id,
         )
 
     def next_turn(

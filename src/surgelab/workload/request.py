@@ -25,3 +25,4 @@ class RequestSpec:
     payload: Any = None  # what the kind sends beyond the prompt (workload/kinds.py builds it)
     input_units: float | None = None  # inputs, images, audio seconds, documents: what the kind counts
     steps: tuple[RequestSpec, ...] = ()  # a flow's steps, sent one after the other
+    previous_response_id: str | None = None  # responses: the server holds the history under this id

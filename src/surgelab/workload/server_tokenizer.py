@@ -120,6 +120,8 @@ class ServerTokenizer(Tokenizer):
 
     def template_tokens(self, kind: str | None, system: bool = False, turns: int = 0) -> int:
         kind = kind or self.calibration.endpoint
+        if kind in ("responses", "messages"):  # the server renders them through its chat template
+            kind = "chat"
         if kind not in ("chat", "completions"):
             return 0
         return self.calibration.template.around(kind == "chat", system, turns)

@@ -20,7 +20,7 @@ import sys
 import time
 
 from aiohttp import web
-from script import COMPLETIONS, Connections, Script, options, until
+from script import PATHS, Connections, Script, options, until
 
 
 def make_app(script: Script) -> web.Application:
@@ -38,13 +38,14 @@ def make_app(script: Script) -> web.Application:
             return response
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        async for data in script.astream(arrived, usage):
+        async for data in script.astream(arrived, usage, request.path):
             await response.write(data)
         await response.write_eof()
         return response
 
     app = web.Application()
-    app.router.add_post(COMPLETIONS, complete)
+    for path in PATHS:
+        app.router.add_post(path, complete)
     app.router.add_get("/health", lambda r: web.Response(text="ok"))
     app.router.add_get("/stats", lambda r: web.Response(body=connections.report(), content_type="application/json"))
     return app

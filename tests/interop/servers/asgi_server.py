@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from script import COMPLETIONS, Connections, Script, options, until
+from script import PATHS, Connections, Script, options, until
 
 SERVERS = ("uvicorn-h11", "uvicorn-httptools", "hypercorn", "granian")
 _ENV = "INTEROP_SCRIPT"
@@ -45,7 +45,7 @@ async def app(scope, receive, send) -> None:
         await _answer(send, b"ok", b"text/plain")
     elif path == "/stats":
         await _answer(send, connections.report(), b"application/json")
-    elif path == COMPLETIONS and scope["method"] == "POST":
+    elif path in PATHS and scope["method"] == "POST":
         await _complete(scope, receive, send)
     else:
         await _answer(send, b"not found", b"text/plain", 404)
@@ -67,7 +67,7 @@ async def _complete(scope, receive, send) -> None:
         return
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    async for data in script.astream(arrived, usage):
+    async for data in script.astream(arrived, usage, scope["path"]):
         await send({"type": "http.response.body", "body": data, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -5,8 +5,11 @@ can only come from the stack's HTTP/1.1 handling: ``POST /v1/chat/completions`` 
 ``--tokens`` chunks (``choices[0].delta.content``), the first ``--ttft`` seconds after the
 request arrived and then one every ``--itl`` seconds, on absolute deadlines so a late wake-up
 never shifts the tokens after it; then a usage chunk when ``stream_options.include_usage``,
-then ``data: [DONE]``. With ``"stream": false`` the whole answer leaves at the last token's
-deadline as one JSON body. ``GET /stats`` counts completion requests, the connections they
+then ``data: [DONE]``. ``POST /v1/responses`` and ``POST /v1/messages`` stream the same tokens in
+the Responses API's and the Messages API's named events (an ``event:`` line before each
+``data:``): an opening event with the first token, one text delta per token, and the closing
+events with the usage after the last. With ``"stream": false`` the whole answer (a chat
+completion, whatever the path) leaves at the last token's deadline as one JSON body. ``GET /stats`` counts completion requests, the connections they
 came over and the most requests one connection carried, so a test can see that the server
 really closed (or kept) connections. ``GET /health`` answers ``ok``.
 
@@ -22,9 +25,11 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 
-__all__ = ["Script", "Connections", "options", "until"]
+__all__ = ["Script", "Connections", "options", "until", "COMPLETIONS", "PATHS"]
 
 COMPLETIONS = "/v1/chat/completions"
+RESPONSES, MESSAGES = "/v1/responses", "/v1/messages"
+PATHS = (COMPLETIONS, RESPONSES, MESSAGES)
 DONE = b"data: [DONE]\n\n"
 _SPIN_S = 0.0015  # the last stretch before a deadline, passed yielding to the loop rather than on a timer
 
@@ -66,6 +71,24 @@ class Script:
         }
         return self._event({"choices": [choice]})
 
+    def named(self, path: str, k: int) -> bytes:
+        """Token ``k`` in the named events of the Responses or the Messages API (the opening event before the first)."""
+        if path == RESPONSES:
+            opening = _named("response.created", {"response": {"id": "interop", "status": "in_progress"}})
+            delta = _named("response.output_text.delta", {"delta": f" t{k}"})
+        else:
+            opening = _named("message_start", {"message": {"id": "interop", "usage": {"input_tokens": 0, "output_tokens": 1}}})
+            delta = _named("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": f" t{k}"}})
+        return (opening if k == 0 else b"") + delta
+
+    def named_tail(self, path: str) -> bytes:
+        """The closing events, with the usage: ``response.completed``, or ``message_delta`` and ``message_stop``."""
+        if path == RESPONSES:
+            usage = {"input_tokens": 0, "output_tokens": self.tokens}
+            return _named("response.completed", {"response": {"id": "interop", "status": "completed", "usage": usage}})
+        delta = _named("message_delta", {"delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": self.tokens}})
+        return delta + _named("message_stop", {})
+
     def usage_chunk(self) -> bytes:
         return self._event({"choices": [], "usage": self.usage})
 
@@ -80,25 +103,30 @@ class Script:
         body = {"id": "interop", "object": "chat.completion.chunk", "created": 0, "model": "interop", **fields}
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
-    def stream(self, arrived: float, usage: bool) -> Iterator[tuple[float, bytes]]:
-        """(deadline, bytes) for every write of a streamed answer, in order."""
+    def stream(self, arrived: float, usage: bool, path: str = COMPLETIONS) -> Iterator[tuple[float, bytes]]:
+        """(deadline, bytes) for every write of a streamed answer to ``path``, in order."""
+        chat = path == COMPLETIONS
         for k in range(self.tokens):
-            yield self.due(arrived, k), self.chunk(k)
+            yield self.due(arrived, k), self.chunk(k) if chat else self.named(path, k)
         last = self.due(arrived, self.tokens - 1)
-        yield last, (self.usage_chunk() if usage else b"") + DONE
+        yield last, ((self.usage_chunk() if usage else b"") + DONE) if chat else self.named_tail(path)
 
-    async def astream(self, arrived: float, usage: bool) -> AsyncIterator[bytes]:
+    async def astream(self, arrived: float, usage: bool, path: str = COMPLETIONS) -> AsyncIterator[bytes]:
         """The streamed answer, each write awaited until its deadline."""
-        for deadline, data in self.stream(arrived, usage):
+        for deadline, data in self.stream(arrived, usage, path):
             await until(deadline)
             yield data
 
-    def blocking_stream(self, arrived: float, usage: bool) -> Iterator[bytes]:
+    def blocking_stream(self, arrived: float, usage: bool, path: str = COMPLETIONS) -> Iterator[bytes]:
         """The streamed answer for a thread per connection (``time.sleep``)."""
-        for deadline, data in self.stream(arrived, usage):
+        for deadline, data in self.stream(arrived, usage, path):
             while (delay := deadline - time.monotonic()) > 0:
                 time.sleep(delay)
             yield data
+
+
+def _named(name: str, fields: dict) -> bytes:
+    return f"event: {name}\ndata: ".encode() + json.dumps({"type": name, **fields}, separators=(",", ":")).encode() + b"\n\n"
 
 
 async def until(deadline: float) -> None:

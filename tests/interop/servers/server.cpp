@@ -48,6 +48,29 @@ struct Script {
     return event("\"choices\":[{\"index\":0,\"delta\":{\"content\":\" t" + std::to_string(k) +
                  "\"},\"finish_reason\":" + finish + "}]");
   }
+  // Token k in the named events of the Responses (/v1/responses) or Messages (/v1/messages) API, the
+  // opening event before the first; named_tail: the closing events with the usage.
+  static std::string named(const std::string &name, const std::string &fields) {
+    return "event: " + name + "\ndata: {\"type\":\"" + name + "\"" + fields + "}\n\n";
+  }
+  std::string named_chunk(const std::string &path, int k) const {
+    auto t = std::to_string(k);
+    if (path == "/v1/responses")
+      return (k == 0 ? named("response.created", ",\"response\":{\"id\":\"interop\",\"status\":\"in_progress\"}") : "") +
+             named("response.output_text.delta", ",\"delta\":\" t" + t + "\"");
+    return (k == 0 ? named("message_start",
+                           ",\"message\":{\"id\":\"interop\",\"usage\":{\"input_tokens\":0,\"output_tokens\":1}}")
+                   : "") +
+           named("content_block_delta", ",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" t" + t + "\"}");
+  }
+  std::string named_tail(const std::string &path) const {
+    auto n = std::to_string(tokens);
+    if (path == "/v1/responses")
+      return named("response.completed", ",\"response\":{\"id\":\"interop\",\"status\":\"completed\",\"usage\":{"
+                                         "\"input_tokens\":0,\"output_tokens\":" + n + "}}");
+    return named("message_delta", ",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":" + n + "}") +
+           named("message_stop", "");
+  }
   std::string whole() const {
     std::string text;
     for (int k = 0; k < tokens; k++) text += " t" + std::to_string(k);
@@ -117,7 +140,7 @@ int main(int argc, char **argv) {
   server.Get("/stats", [&](const httplib::Request &, httplib::Response &res) {
     res.set_content(connections.report(), "application/json");
   });
-  server.Post("/v1/chat/completions", [&](const httplib::Request &req, httplib::Response &res) {
+  auto complete = [&](const httplib::Request &req, httplib::Response &res) {
     auto arrived = Clock::now();
     connections.seen(req.remote_port);
     if (!flag(req.body, "stream")) {
@@ -128,19 +151,25 @@ int main(int argc, char **argv) {
     bool usage = flag(req.body, "include_usage");
     res.set_header("Cache-Control", "no-cache");
     auto next = std::make_shared<int>(0);  // the provider is called again after every write
-    res.set_chunked_content_provider("text/event-stream", [&script, arrived, usage, next, close_after_stream](
+    std::string path = req.path;
+    res.set_chunked_content_provider("text/event-stream", [&script, arrived, usage, next, close_after_stream, path](
                                                              size_t, httplib::DataSink &sink) {
+      bool chat = path == "/v1/chat/completions";
       if (*next < script.tokens) {
         std::this_thread::sleep_until(script.due(arrived, *next));
-        auto data = script.chunk((*next)++);
+        int k = (*next)++;
+        auto data = chat ? script.chunk(k) : script.named_chunk(path, k);
         return sink.write(data.data(), data.size());
       }
-      std::string tail = (usage ? Script::event("\"choices\":[],\"usage\":" + script.usage()) : "") + "data: [DONE]\n\n";
+      std::string tail = !chat  ? script.named_tail(path)
+                         : usage ? Script::event("\"choices\":[],\"usage\":" + script.usage()) + "data: [DONE]\n\n"
+                                 : "data: [DONE]\n\n";
       sink.write(tail.data(), tail.size());
       sink.done();
       return !close_after_stream;
     });
-  });
+  };
+  for (const char *path : {"/v1/chat/completions", "/v1/responses", "/v1/messages"}) server.Post(path, complete);
   std::printf("cpp-httplib %s listening on http://127.0.0.1:%d\n", CPPHTTPLIB_VERSION, port);
   std::fflush(stdout);
   return server.listen("127.0.0.1", port) ? 0 : 1;

@@ -52,6 +52,35 @@ func (s script) chunk(k int) []byte {
 	return event(map[string]any{"choices": []any{choice}})
 }
 
+// named is token k in the named events of the Responses (/v1/responses) or Messages (/v1/messages) API,
+// the opening event before the first; namedTail the closing events with the usage.
+func named(name string, fields string) []byte {
+	return []byte("event: " + name + "\ndata: {\"type\":\"" + name + "\"" + fields + "}\n\n")
+}
+
+func (s script) named(path string, k int) []byte {
+	var out []byte
+	if path == "/v1/responses" {
+		if k == 0 {
+			out = named("response.created", `,"response":{"id":"interop","status":"in_progress"}`)
+		}
+		return append(out, named("response.output_text.delta", fmt.Sprintf(`,"delta":" t%d"`, k))...)
+	}
+	if k == 0 {
+		out = named("message_start", `,"message":{"id":"interop","usage":{"input_tokens":0,"output_tokens":1}}`)
+	}
+	return append(out, named("content_block_delta", fmt.Sprintf(`,"index":0,"delta":{"type":"text_delta","text":" t%d"}`, k))...)
+}
+
+func (s script) namedTail(path string) []byte {
+	if path == "/v1/responses" {
+		return named("response.completed", fmt.Sprintf(
+			`,"response":{"id":"interop","status":"completed","usage":{"input_tokens":0,"output_tokens":%d}}`, s.tokens))
+	}
+	delta := named("message_delta", fmt.Sprintf(`,"delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":%d}`, s.tokens))
+	return append(delta, named("message_stop", "")...)
+}
+
 func (s script) whole() []byte {
 	var text strings.Builder
 	for k := 0; k < s.tokens; k++ {
@@ -116,7 +145,7 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(conns.report())
 	})
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+	complete := func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		arrived := time.Now()
 		conns.seen(r.RemoteAddr)
@@ -133,16 +162,28 @@ func main() {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		flusher := w.(http.Flusher)
+		chat := r.URL.Path == "/v1/chat/completions"
 		for k := 0; k < s.tokens; k++ {
 			time.Sleep(time.Until(s.due(arrived, k)))
-			w.Write(s.chunk(k))
+			if chat {
+				w.Write(s.chunk(k))
+			} else {
+				w.Write(s.named(r.URL.Path, k))
+			}
 			flusher.Flush()
+		}
+		if !chat {
+			w.Write(s.namedTail(r.URL.Path))
+			return
 		}
 		if req.StreamOptions.IncludeUsage {
 			w.Write(event(map[string]any{"choices": []any{}, "usage": s.usage()}))
 		}
 		w.Write([]byte("data: [DONE]\n\n"))
-	})
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
+		mux.HandleFunc(path, complete)
+	}
 
 	server := &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", *port), Handler: mux}
 	if *idle > 0 {

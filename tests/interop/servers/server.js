@@ -28,6 +28,26 @@ const event = (fields) =>
 const chunk = (k) =>
   event({ choices: [{ index: 0, delta: { content: ` t${k}` }, finish_reason: k === opts.tokens - 1 ? "length" : null }] });
 
+// Token k in the named events of the Responses (/v1/responses) or Messages (/v1/messages) API, the
+// opening event before the first; namedTail: the closing events with the usage.
+const named = (name, fields) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...fields })}\n\n`;
+function namedChunk(path, k) {
+  if (path === "/v1/responses")
+    return (k === 0 ? named("response.created", { response: { id: "interop", status: "in_progress" } }) : "") +
+      named("response.output_text.delta", { delta: ` t${k}` });
+  return (k === 0 ? named("message_start", { message: { id: "interop", usage: { input_tokens: 0, output_tokens: 1 } } }) : "") +
+    named("content_block_delta", { index: 0, delta: { type: "text_delta", text: ` t${k}` } });
+}
+function namedTail(path) {
+  if (path === "/v1/responses")
+    return named("response.completed", {
+      response: { id: "interop", status: "completed", usage: { input_tokens: 0, output_tokens: opts.tokens } },
+    });
+  return named("message_delta", { delta: { stop_reason: "max_tokens" }, usage: { output_tokens: opts.tokens } }) +
+    named("message_stop", {});
+}
+const PATHS = ["/v1/chat/completions", "/v1/responses", "/v1/messages"];
+
 function whole() {
   const text = Array.from({ length: opts.tokens }, (_, k) => ` t${k}`).join("");
   const choice = { index: 0, message: { role: "assistant", content: text }, finish_reason: "length" };
@@ -74,9 +94,14 @@ async function complete(req, res, body) {
     return;
   }
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  const chat = req.url === "/v1/chat/completions";
   for (let k = 0; k < opts.tokens; k++) {
     await until(due(k));
-    res.write(chunk(k));
+    res.write(chat ? chunk(k) : namedChunk(req.url, k));
+  }
+  if (!chat) {
+    res.end(namedTail(req.url));
+    return;
   }
   if ((request.stream_options || {}).include_usage) res.write(event({ choices: [], usage }));
   res.end("data: [DONE]\n\n");
@@ -88,7 +113,7 @@ const server = http.createServer((req, res) => {
   req.on("end", () => {
     if (req.url === "/health") res.end("ok");
     else if (req.url === "/stats") res.writeHead(200, { "Content-Type": "application/json" }).end(stats());
-    else if (req.url === "/v1/chat/completions" && req.method === "POST") complete(req, res, Buffer.concat(parts).toString());
+    else if (PATHS.includes(req.url) && req.method === "POST") complete(req, res, Buffer.concat(parts).toString());
     else res.writeHead(404).end("not found");
   });
 });

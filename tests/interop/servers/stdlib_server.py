@@ -17,7 +17,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from script import COMPLETIONS, Connections, Script, options
+from script import PATHS, Connections, Script, options
 
 
 def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
@@ -35,7 +35,7 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 self.send_error(404)
 
         def do_POST(self) -> None:
-            if self.path != COMPLETIONS:
+            if self.path not in PATHS:
                 self.send_error(404)
                 return
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -48,7 +48,7 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
             self.end_headers()
-            for data in script.blocking_stream(arrived, usage) if stream else [script.whole()]:
+            for data in script.blocking_stream(arrived, usage, self.path) if stream else [script.whole()]:
                 self.wfile.write(data)
 
         def _send(self, body: bytes) -> None:

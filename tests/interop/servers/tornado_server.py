@@ -18,7 +18,7 @@ import sys
 import time
 
 import tornado.web
-from script import COMPLETIONS, Connections, Script, options, until
+from script import PATHS, Connections, Script, options, until
 from tornado.web import GZipContentEncoding
 
 
@@ -41,7 +41,7 @@ def make_app(script: Script) -> tornado.web.Application:
                 return
             self.set_header("Content-Type", "text/event-stream")
             self.set_header("Cache-Control", "no-cache")
-            async for data in script.astream(arrived, usage):
+            async for data in script.astream(arrived, usage, self.request.path):
                 self.write(data)
                 await self.flush()
 
@@ -54,7 +54,7 @@ def make_app(script: Script) -> tornado.web.Application:
             self.set_header("Content-Type", "application/json")
             self.finish(connections.report())
 
-    routes = [(COMPLETIONS, Complete), ("/health", Health), ("/stats", Stats)]
+    routes = [*((path, Complete) for path in PATHS), ("/health", Health), ("/stats", Stats)]
     return tornado.web.Application(routes, transforms=[AnySizeGZip])
 
 

@@ -11,7 +11,9 @@ from surgelab.client.kinds.base import Kind, KindContext
 from surgelab.client.kinds.embeddings import Embeddings
 from surgelab.client.kinds.http import Http
 from surgelab.client.kinds.images import ImageGeneration
+from surgelab.client.kinds.messages import Messages
 from surgelab.client.kinds.rerank import Rerank
+from surgelab.client.kinds.responses import Responses
 from surgelab.client.kinds.text import Chat, Completions, Vision
 
 __all__ = ["KINDS", "STREAMING_KINDS", "Kind", "KindContext", "build_kinds"]
@@ -26,8 +28,10 @@ KINDS: dict[str, type] = {
     "rerank": Rerank,
     "speech": Speech,
     "http": Http,
+    "responses": Responses,
+    "messages": Messages,
 }
-STREAMING_KINDS = ("chat", "completions", "vision")
+STREAMING_KINDS = ("chat", "completions", "vision", "responses", "messages")
 """Kinds whose tokens stream when ``target.stream`` is on (TTFT and ITL apply)."""
 
 

@@ -1,4 +1,10 @@
-"""chat and completions (and vision, which is chat with image parts): streamed with SSE or whole."""
+"""chat and completions (and vision, which is chat with image parts): streamed with SSE or whole.
+
+``Generation`` is what every token-generating kind shares — the SSE loop that times each text
+delta, the whole-body read, the token accounting; a kind names its path and body and says what
+one streamed event, a whole body and a usage block mean (``responses.py`` and ``messages.py``
+are the other APIs' words for the same).
+"""
 
 from __future__ import annotations
 
@@ -15,13 +21,17 @@ from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
 from surgelab.workload.request import RequestSpec
 
-__all__ = ["Chat", "Completions", "Vision", "account"]
+__all__ = ["Chat", "Completions", "Generation", "Vision", "account", "conversation", "error_words"]
 
 
-class _Generation:
+class Generation:
+    """A kind whose answer is text, streamed as SSE events or whole; OpenAI's chat by default."""
+
     name = "chat"
     path = "/chat/completions"
     chat = True
+    auth = "bearer"  # how the API key is sent (client/transport.py)
+    headers: dict[str, str] = {}
 
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
@@ -30,11 +40,8 @@ class _Generation:
         target = self.ctx.target
         body: dict[str, Any] = {"model": target.model, "max_tokens": spec.max_tokens}
         if self.chat:
-            messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
-            for user, assistant in spec.history:
-                messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-            messages.append({"role": "user", "content": self.user_content(spec)})
-            body["messages"] = messages
+            system = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+            body["messages"] = system + conversation(spec.history, self.user_content(spec))
         else:
             turns = [text for pair in spec.history for text in pair]
             body["prompt"] = " ".join(t.strip() for t in (spec.system_prompt, *turns, spec.prompt) if t.strip())
@@ -50,7 +57,9 @@ class _Generation:
         return spec.prompt
 
     def call(self, spec: RequestSpec) -> HttpCall:
-        return HttpCall(self.ctx.url(self.path), json_body(self.ctx, self.body(spec), spec))
+        return HttpCall(
+            self.ctx.url(self.path), json_body(self.ctx, self.body(spec), spec), headers=self.headers, auth=self.auth
+        )
 
     async def read(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         if self.ctx.target.stream:
@@ -68,7 +77,7 @@ class _Generation:
         )
         done = finished = False
         size = 0
-        usage = None
+        usage: dict = {}
         head = b""  # the body's first bytes, while it brings no event: what it was instead
         try:
             async for chunk in resp.content.iter_any():
@@ -79,8 +88,7 @@ class _Generation:
                     if payload == b"[DONE]":
                         done = True
                         continue
-                    event = orjson.loads(payload)
-                    text, reason, event_usage = _stream_event(event)
+                    text, ends, event_usage = self.stream_event(orjson.loads(payload), out)
                     if text:
                         if out.first_token_ns is None:
                             out.first_token_ns = now
@@ -90,44 +98,83 @@ class _Generation:
                         size += len(text)
                         if size > limit:
                             raise ProtocolError(f"streamed answer over max_response_bytes ({limit})")
-                    finished = finished or reason is not None
-                    usage = event_usage or usage
+                    finished = finished or ends
+                    if event_usage:
+                        usage.update(event_usage)
             for payload in parser.close():
                 done = done or payload == b"[DONE]"
-        except (orjson.JSONDecodeError, SSEError, TypeError, AttributeError, IndexError) as exc:
+        except (orjson.JSONDecodeError, SSEError, TypeError, AttributeError, IndexError, ValueError) as exc:
             raise ProtocolError(f"invalid stream event: {exc}") from None
         out.end_ns = clock()
         if not (done or finished):
             if pieces:
-                raise ProtocolError("stream ended before [DONE] or a finish_reason")
+                raise ProtocolError(f"stream ended before {self.stream_end}")
             raise ProtocolError(not_a_stream(resp.headers.get("Content-Type", ""), head))
-        account(self.ctx, out, usage, pieces)
+        try:
+            counts = self.counts(usage)
+        except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer is not a success
+            raise ProtocolError(f"invalid usage: {exc}") from None
+        account(self.ctx, out, counts, pieces)
 
     async def _read_whole(self, resp: Response, out: Outcome) -> None:
         raw = await read_body(resp, self.ctx.target.max_response_bytes)
         out.end_ns = out.first_token_ns = self.ctx.clock()
         try:
             body = orjson.loads(raw)
-            if "error" in body and "choices" not in body:
-                raise ProtocolError(f"error body with status {resp.status}: {str(body['error'])[:300]}")
-            choice = body["choices"][0]
-            text = choice["message"].get("content") or "" if self.chat else choice.get("text") or ""
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            text, usage = self.whole(body, resp.status, out)
+            counts = self.counts(usage)
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise ProtocolError(f"invalid response body: {type(exc).__name__}: {exc}") from None
-        account(self.ctx, out, body.get("usage"), [text])
+        account(self.ctx, out, counts, [text])
+
+    stream_end = "[DONE] or a finish_reason"
+    """What ends this kind's stream, as the error for a stream cut short says."""
+
+    def stream_event(self, event: dict, out: Outcome) -> tuple[str | None, bool, dict | None]:
+        """(content text, whether the answer is finished, usage) of one streamed chunk, chat or completions;
+        what else it says of the answer (its id) goes into ``out``."""
+        if "error" in event and not event.get("choices"):
+            raise ProtocolError(f"error in stream: {str(event['error'])[:300]}")
+        choices = event.get("choices")
+        text = reason = None
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta is not None:
+                text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            else:
+                text = choice.get("text")
+            reason = choice.get("finish_reason")
+        return text, reason is not None, event.get("usage")
+
+    def whole(self, body: dict, status: int, out: Outcome) -> tuple[str, dict | None]:
+        """(text, usage) of a whole answer; a ProtocolError for an error body."""
+        if "error" in body and "choices" not in body:
+            raise ProtocolError(f"error body with status {status}: {str(body['error'])[:300]}")
+        choice = body["choices"][0]
+        text = choice["message"].get("content") or "" if self.chat else choice.get("text") or ""
+        return text, body.get("usage")
+
+    @staticmethod
+    def counts(usage: dict | None) -> tuple[int, int | None] | None:
+        """(output tokens, prompt tokens) from a usage block; None when it has no output count."""
+        if not usage or usage.get("completion_tokens") is None:
+            return None
+        prompt = usage.get("prompt_tokens")
+        return int(usage["completion_tokens"]), None if prompt is None else int(prompt)
 
 
-class Chat(_Generation):
+class Chat(Generation):
     pass
 
 
-class Completions(_Generation):
+class Completions(Generation):
     name = "completions"
     path = "/completions"
     chat = False
 
 
-class Vision(_Generation):
+class Vision(Generation):
     """Chat with the spec's images as ``image_url`` parts (base64 data URLs) after the text."""
 
     name = "vision"
@@ -142,35 +189,32 @@ class Vision(_Generation):
         return parts
 
 
-def account(ctx: KindContext, out: Outcome, usage: dict | None, pieces: list[str]) -> None:
+def conversation(history: tuple[tuple[str, str], ...], user: Any) -> list[dict[str, Any]]:
+    """A session's earlier turns as user and assistant messages, then the new user message."""
+    messages = []
+    for asked, answered in history:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+def error_words(error: Any) -> str:
+    """``code: message`` of an error object (OpenAI's ``code``, Anthropic's ``type``), or what there is."""
+    if isinstance(error, dict) and error.get("message"):
+        code = error.get("code") or error.get("type")
+        return (f"{code}: " if code else "") + str(error["message"])[:300]
+    return str(error)[:300]
+
+
+def account(ctx: KindContext, out: Outcome, counts: tuple[int, int | None] | None, pieces: list[str]) -> None:
     """Token counts: the server's usage when it reports it, else our own count."""
-    try:
-        out.text = "".join(pieces)
-        if usage and usage.get("completion_tokens") is not None:
-            out.output_tokens = int(usage["completion_tokens"])
-            if usage.get("prompt_tokens") is not None:
-                out.prompt_tokens = int(usage["prompt_tokens"])
-            out.usage_source = "server"
-        else:
-            out.output_tokens = ctx.tokenizer.count(out.text)
-            out.usage_source = "counted"
-    except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer is not a success
-        raise ProtocolError(f"invalid usage or content: {exc}") from None
+    out.text = "".join(pieces)
+    if counts is not None:
+        out.output_tokens = counts[0]
+        if counts[1] is not None:
+            out.prompt_tokens = counts[1]
+        out.usage_source = "server"
+    else:
+        out.output_tokens = ctx.tokenizer.count(out.text)
+        out.usage_source = "counted"
     out.state = State.OK
-
-
-def _stream_event(event: dict) -> tuple[str | None, str | None, dict | None]:
-    """(content text, finish_reason, usage) of one streamed chunk, chat or completions."""
-    if "error" in event and not event.get("choices"):
-        raise ProtocolError(f"error in stream: {str(event['error'])[:300]}")
-    choices = event.get("choices")
-    text = reason = None
-    if choices:
-        choice = choices[0]
-        delta = choice.get("delta")
-        if delta is not None:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-        else:
-            text = choice.get("text")
-        reason = choice.get("finish_reason")
-    return text, reason, event.get("usage")
