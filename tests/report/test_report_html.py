@@ -57,7 +57,7 @@ def test_report_model_agrees_with_the_summary(run_dir):
     json.loads(data.to_json())  # strict JSON: no NaN
 
 
-def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir):
+def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir, narrow):
     ctx = browser(offline=True)
     requests: list[str] = []
     ctx.on("request", lambda r: requests.append(r.url))
@@ -105,6 +105,9 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     assert dict(overlay)["requests running (num_requests_running)"] == "y"
     page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
     print(f"screenshot: {screenshot_dir / 'report.png'}")
+    assert " ".join(page.inner_text(".banner").split()).startswith("PASS surgelab run exit 0 · stop: completed")
+    assert page.inner_text("#failures-none") == "No request failed."
+    narrow(page)
 
 
 def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli):
@@ -120,7 +123,7 @@ def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
 
 
-def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser):
+def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser, narrow):
     """The sweep page: a per-level table with counts, sparse P99s greyed and said, a TPOT curve under the
     TPOT SLO line, the knee in the curve's unit, and the capacity as a table rather than raw JSON."""
     scenario = scenario_maker(tmp_path / "sweep.yaml", tiny_server.base_url, mix=False)
@@ -171,9 +174,15 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     if sweep["knee"] is not None:  # the card in the unit of the knee line on the curve
         line = page.evaluate("document.getElementById('chart-sweep').layout.shapes.filter(s => s.yref === 'paper')[0].x0")
         assert page.inner_text("#card-knee .value").startswith(f"{line:.1f}".rstrip("0").rstrip("."))
+    banner = " ".join(page.inner_text(".banner").split())  # the sweep's verdict: its capacity, or that no level met the SLO
+    if capacity is not None:
+        assert banner.startswith(("PASS surgelab sweep exit 0", "INVALID surgelab sweep exit 0")) and "SLA capacity" in banner
+    else:
+        assert banner.startswith("FAIL surgelab sweep exit 0") and "first failing bound: no level met P99 TTFT ≤ 250 ms" in banner
+    narrow(page)
 
 
-def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir):
+def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir, narrow):
     """A simulation's wall time is the simulator's CPU time: charts once covered 0–0.1 s of a 30 s run,
     the TTFT P99 card disagreed with every chart, the SLO and its misses were nowhere, and the header
     showed a URL nobody contacted."""
@@ -219,7 +228,10 @@ def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path,
     header = page.inner_text("header")
     assert "SIMULATED" in header and "127.0.0.1:9" not in header
     assert "none" in page.get_attribute("#card-thresholds", "class").split()  # not green: nothing was checked
+    banner = " ".join(page.inner_text(".banner").split())  # judged like a run; `surgelab simulate` itself exits 0
+    assert banner.startswith("PASS surgelab simulate exit 0 · stop: completed"), banner
     page.screenshot(path=str(screenshot_dir / "simulation.png"), full_page=True)
+    narrow(page)
 
 
 def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_path, surgelab_cli, browser):
@@ -244,7 +256,7 @@ def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_
     assert shown == "Warning: " + warning and page.is_visible("p.warn")
 
 
-def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser):
+def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser, narrow):
     """``surgelab plan --out`` wrote plan.json, hpa.yaml and alerts.yaml but no page to read them on."""
     out = tmp_path / "plan"
     done = surgelab_cli("plan", "--capacity", "31", "--peak", "200", "--spares", "1", "--gpu-hour-cost", "2.5",
@@ -262,6 +274,9 @@ def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgela
     assert charts["chart-plan-curve"]["points"] == [rows] * 3
     assert "planned" in page.inner_text("#plan-table") and plan["fleet"]["arithmetic"][0] in page.inner_text("#arithmetic")
     assert (out / "hpa.yaml").read_text().strip() in page.inner_text("main")
+    banner = " ".join(page.inner_text(".banner").split())
+    assert banner.startswith("PASS surgelab plan exit 0") and "11 instances for a peak of 200 req/s" in banner
+    narrow(page)
 
 
 def test_search_page_shows_the_winner_the_front_and_every_configuration(tmp_path, surgelab_cli, browser):
