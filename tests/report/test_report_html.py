@@ -7,6 +7,7 @@ import sys
 from io import StringIO
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from rich.console import Console
@@ -18,7 +19,7 @@ from surgelab.sweep.table import print_sweep
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
     "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-slo",
-    "chart-telemetry", "chart-telemetry-overlay",
+    "chart-telemetry", "chart-telemetry-overlay", "chart-tokens",
 }  # fmt: skip
 
 
@@ -52,6 +53,16 @@ def test_report_model_agrees_with_the_summary(run_dir):
     cards = {c["id"]: c["value"] for c in data.cards}
     assert cards["throughput"] == summary["throughput"]["requests_per_s"]
     assert cards["ttft_p99"] == summary["latency_ms"]["ttft"]["p99"]
+    # the decode figures and the request counts a reader looks for (issue 30: absent though the run streamed)
+    for key in ("itl", "tpot"):
+        assert cards[f"{key}_p50"] == summary["latency_ms"][key]["p50"] and cards[f"{key}_p99"] == summary["latency_ms"][key]["p99"]
+    req = summary["requests"]
+    notes = {c["id"]: c.get("note") for c in data.cards}
+    assert cards["requests"] == req["measured"] and notes["requests"].startswith(f"{req['ok']:,} ok · {req['failed']:,} failed")
+    # tokens/s over time: every output token of a success, in the second it ended
+    records = pq.read_table(run_dir / "records.parquet", columns=["state", "output_tokens"]).to_pylist()
+    ok_tokens = sum(r["output_tokens"] or 0 for r in records if r["state"] == "ok")
+    assert abs(sum(ts["output_tokens_per_s"]) - ok_tokens) < 1
     assert data.telemetry is not None and any("running" in name for name in data.telemetry["series"])
     assert len(data.cdfs["ttft_ms"]["x"]) == min(400, summary["latency_ms"]["ttft"]["count"])
     json.loads(data.to_json())  # strict JSON: no NaN
@@ -75,6 +86,7 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     model = page.evaluate("window.SURGELAB_REPORT")
     n = len(model["timeseries"]["t"])
     assert charts["chart-load"]["points"] == [n] * 4  # target, arrivals, sent, throughput
+    assert charts["chart-tokens"]["points"] == [n]  # computed in the model, and drawn
     assert charts["chart-by_class"]["points"] == [2, 2, 2, 2]
     # the plotted data are the model's: plotly's own trace holds them
     plotted = page.evaluate("document.getElementById('chart-cdf-e2e').data[0].x.length")
@@ -87,6 +99,8 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     assert page.inner_text("#card-ttft_p99 .n") == f"n = {count:,} · too few for a P99"
     assert "sparse" in page.get_attribute("#card-ttft_p99", "class").split()
     assert page.inner_text("#card-ttft_p50 .n") == f"n = {count:,}"
+    assert page.inner_text("#card-tpot_p99 .label") == "TPOT P99"
+    assert page.inner_text("#card-requests .value") == f"{summary['requests']['measured']:,}"
     traces = charts["chart-ttft-time"]["traces"]
     assert "p99 (sparse: n < 500)" in traces and "p99" not in traces and "p50" in traces
     assert sum(model["timeseries"]["ttft_ms"]["n"]) == summary["requests"]["ok"]

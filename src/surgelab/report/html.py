@@ -164,6 +164,7 @@ _REPORT_JS = r"""
   const flight = [slLine("in flight (measured)", T.t, T.in_flight), slLine("Little's Law λ·W", T.t, T.littles_law, { line: { dash: "dot" } })];
   if (tgt && tgt.unit === "users") flight.unshift(slLine("target users", T.t, tgt.level, { line: { dash: "dash", color: "#111" } }));
   slChart(load, "chart-inflight", "In flight against Little's Law (L = λW)", flight, lay("requests"));
+  slChart(load, "chart-tokens", "Output tokens per second (successes, by completion)", [slLine("output tokens/s", T.t, T.output_tokens_per_s, { line: { color: SL_COLORS[2] } })], lay("tokens per second"));
 
   const lat = section("Latency over time (1 s windows, by completion)");
   const sloLine = k => {  // the objective as a red dashed line across the chart

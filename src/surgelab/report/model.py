@@ -337,11 +337,35 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         _pct_card("ttft_p99", "TTFT P99", lat["ttft"], 99),
         _pct_card("e2e_p50", "E2E P50", lat["e2e"], 50),
         _pct_card("e2e_p99", "E2E P99", lat["e2e"], 99),
+        *_decode_cards(lat),
+        _requests_card(summary["requests"]),
         _error_rate_card(summary),
         _thresholds_card(summary.get("thresholds", [])),
         {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
          "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
     ]  # fmt: skip
+
+
+def _decode_cards(lat: dict[str, Any]) -> list[dict[str, Any]]:
+    """ITL and TPOT P50/P99 when the run streamed tokens (a kind without a stream has neither)."""
+    cards = []
+    for key, label, unit in (("itl", "ITL", "inter-token gaps"), ("tpot", "TPOT", "requests")):
+        block = lat.get(key) or {}
+        if not block.get("count"):
+            continue
+        for q in (50, 99):
+            card = _pct_card(f"{key}_p{q}", f"{label} P{q}", block, q)
+            card.setdefault("detail", f"over {block['count']:,} {unit}")
+            cards.append(card)
+    return cards
+
+
+def _requests_card(req: dict[str, Any]) -> dict[str, Any]:
+    """How many requests the figures rest on, and how they ended."""
+    ended = [f"{req['ok']:,} ok", f"{req['failed']:,} failed"]
+    ended += [f"{req[k]:,} {k}" for k in ("dropped", "cancelled", "lost") if req.get(k)]
+    return {"id": "requests", "label": "Requests measured", "value": req["measured"], "unit": "", "note": " · ".join(ended),
+            "detail": f"{req['scheduled']:,} scheduled, {req.get('warmup', 0):,} in the warm-up"}  # fmt: skip
 
 
 def _slo_card(slo: dict[str, Any] | None) -> list[dict[str, Any]]:
