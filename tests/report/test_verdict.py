@@ -102,3 +102,30 @@ def test_a_vision_run_keeps_its_target_line_and_slo(tiny_server, tmp_path, surge
     assert said.startswith("Not shown: scenario.yaml does not load") and "target line" in said and "SLO" in said
     assert page.evaluate("getComputedStyle(document.querySelector('.problem')).color") == "rgb(185, 28, 28)"
     assert page.locator("#slo-line").count() == 0
+
+
+def test_the_dashboard_ends_with_the_same_banner_and_failures(failing_run, browser, narrow):
+    """After the run the live page said "Run finished (completed): valid · no thresholds set" for a run that
+    exited 1: the default bound, the exit status and the 500s were nowhere on it."""
+    from surgelab.dashboard import Dashboard, DashboardSettings
+
+    summary = json.loads((failing_run / "summary.json").read_text())
+    board = Dashboard(DashboardSettings(linger_s=0.0))
+    board.finish(summary)
+    url = board.start()
+    try:
+        page = browser().new_page()
+        page.goto(url)
+        page.wait_for_function("window.SURGELAB_DASH.verdict !== null", timeout=10_000)
+        banner = " ".join(page.inner_text("#verdict .banner").split())
+        assert banner.startswith("FAIL surgelab run exit 1 · stop: completed")
+        assert "first failing bound: error_rate < 10% (default) failed" in banner
+        top = summary["errors"][0]
+        row = page.evaluate(
+            "Array.from(document.querySelectorAll('#verdict #failures-table tr')[1].cells).map(c => c.innerText)"
+        )
+        assert row[:4] == ["http_error", "500", top["pattern"], f"{top['count']:,}"]
+        assert summary["diagnosis"][0] in page.inner_text("#verdict")
+        narrow(page)
+    finally:
+        board.stop()
