@@ -137,8 +137,10 @@ NARROW = 390  # a phone's width (an iPhone 12–15); the layout holds down to 36
 def overflow_at(page, width: int = NARROW) -> dict:
     """At ``width`` px: how wide the document is, and any element wider than the viewport outside a scroll box."""
     page.set_viewport_size({"width": width, "height": 844})
-    page.evaluate("window.dispatchEvent(new Event('resize'))")
-    page.wait_for_timeout(400)  # plotly's responsive charts redraw on resize
+    page.evaluate("""async () => {  // every chart takes its new width before anything is measured
+        const charts = Array.from(document.querySelectorAll('.js-plotly-plot'));
+        await Promise.all(charts.map(d => Plotly.Plots.resize(d)));
+    }""")
     return page.evaluate("""(w) => {
         const wide = Array.from(document.querySelectorAll('main *, header *')).filter(e => {
             if (e.closest('.scroll, pre')) return false;  // tables and artefacts scroll inside their own box

@@ -244,6 +244,7 @@ def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path,
     assert "none" in page.get_attribute("#card-thresholds", "class").split()  # not green: nothing was checked
     banner = " ".join(page.inner_text(".banner").split())  # judged like a run; `surgelab simulate` itself exits 0
     assert banner.startswith("PASS surgelab simulate exit 0 · stop: completed"), banner
+    assert f"missed by {missed:,} of {summary['requests']['measured']:,} measured requests: an objective, not a threshold" in banner
     page.screenshot(path=str(screenshot_dir / "simulation.png"), full_page=True)
     narrow(page)
 

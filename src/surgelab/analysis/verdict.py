@@ -103,7 +103,7 @@ def banner(word: str, exit_code: int, command: str, stop_reason: str, failures: 
     failures = failures or []
     return {"word": word, "exit_code": exit_code, "command": command, "stop_reason": stop_reason,
             "first_failure": failures[0] if failures else None, "failures": failures, "invalid": invalid or [],
-            "headline": headline, "bounds": bounds or []}  # fmt: skip
+            "headline": headline, "bounds": bounds or [], "notes": []}  # fmt: skip
 
 
 def sweep_verdict(capacity: str | None, objective: str, invalid: list[str], stop_reason: str) -> dict[str, Any]:

@@ -98,8 +98,7 @@ _JS = r"""
     const box = document.getElementById("verdict");
     box.className = "done"; box.innerHTML = "";
     slVerdict(box, v.banner);
-    if (v.banner && v.banner.bounds.length) slTable(box, ["threshold", "observed", "verdict"], v.banner.bounds.map(t => [slEsc(t.expr), slEsc(t.observed),
-      t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
+    slBounds(box, v.banner);
     if (v.banner && v.banner.command === "surgelab run") slFailures(box, v.errors, v.diagnosis);
   }
   function render() {

@@ -98,10 +98,16 @@ function slVerdict(parent, v, label, before) {  // the banner: the verdict, the 
   if (v.failures.length > 1) more.push("also: " + v.failures.slice(1).map(slEsc).join("; "));
   v.invalid.forEach(r => more.push("invalid: " + slEsc(r)));
   if (v.headline && v.word === "PASS") more.push(slEsc(v.headline));
+  (v.notes || []).forEach(n => more.push(slEsc(n)));
   const box = slEl("div", { className: "banner " + v.word.toLowerCase() },
     (label ? slEsc(label) + ": " : "") + '<span class="word">' + v.word + "</span> " + slEsc(v.command) + " exit " + v.exit_code
     + " · stop: " + slEsc(v.stop_reason || "–") + more.map(m => '<div class="more">' + m + "</div>").join(""));
   parent.insertBefore(box, before || null); return box;
+}
+function slBounds(parent, v) {  // the banner's bounds as a table, each default one marked, its value in its unit
+  if (!v || !v.bounds.length) return;
+  slTable(parent, ["threshold", "observed", "verdict"], v.bounds.map(t => [slEsc(t.expr), slEsc(t.observed),
+    t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>'])).id = "thresholds-table";
 }
 function slProblems(parent, problems) {  // inputs that could not be read: said in red, never silently less
   (problems || []).forEach(p => parent.appendChild(slEl("p", { className: "problem" }, "Not shown: " + slEsc(p))));
@@ -139,12 +145,7 @@ _REPORT_JS = r"""
   const xs = { xaxis: { title: { text: "time (s)" }, zeroline: false } };
   const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
   if (D.kind === "run") {
-  const thr = D.verdict ? D.verdict.bounds : [];
-  if (thr.length) {
-    const box = slEl("div"); root.appendChild(box);
-    slTable(box, ["threshold", "observed", "verdict"], thr.map(t => [slEsc(t.expr), slEsc(t.observed),
-      t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>'])).id = "thresholds-table";
-  }
+  slBounds(root, D.verdict);
   if (D.slo) {
     const share = D.slo.counted ? 100 * D.slo.misses / D.slo.counted : 0;
     const p = slEl("p", { id: "slo-line", className: D.slo.misses ? "fail" : "pass" },

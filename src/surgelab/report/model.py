@@ -308,7 +308,8 @@ def _thresholds_card(thresholds: list[dict[str, Any]]) -> dict[str, Any]:
     card = {"id": "thresholds", "label": "Thresholds", "unit": ""}
     own = [t for t in thresholds if not t.get("default")]
     if not own and all(t["passed"] for t in thresholds):
-        return {**card, "value": "none set", "status": "none", "detail": "the default error bound held" if thresholds else ""}
+        held = "the default error bound held" if thresholds else ""
+        return {**card, "value": "none set", "status": "none", "note": held, "detail": held}
     passed = sum(1 for t in thresholds if t["passed"])
     defaults = len(thresholds) - len(own)
     return {**card, "value": f"{passed}/{len(thresholds)} pass", "status": "good" if passed == len(thresholds) else "bad",
@@ -504,6 +505,10 @@ def build_report_data(run_dir: Path | str) -> ReportData:
     span = _span(c, summary, run_info)
     timeseries = _timeseries(c, scenario, run_info, span)
     slo = _slo(scenario, timeseries["slo_misses"], c)
+    verdict = run_verdict(summary, simulated=bool(run_info.get("simulated")))
+    if slo and slo["misses"]:  # an objective is no threshold: a PASS beside 92 % misses must say why it passed
+        verdict["notes"].append(f"SLO ({slo['text']}) missed by {slo['misses']:,} of {slo['counted']:,} measured requests: "
+                                "an objective, not a threshold, so not in the exit status")  # fmt: skip
     measured_ok = c.ok() & c.measured
     return ReportData(
         kind="run",
@@ -523,6 +528,6 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         slo=slo,
         simulated=bool(run_info.get("simulated")),
         extensions=extensions_for(run_dir, problems),
-        verdict=run_verdict(summary, simulated=bool(run_info.get("simulated"))),
+        verdict=verdict,
         problems=problems,
     )
