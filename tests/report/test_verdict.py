@@ -69,6 +69,8 @@ def test_a_failed_run_says_why_at_the_top(failing_run, browser, narrow):
     assert float(cells[4]) <= float(cells[5]) <= summary["wall_s"]
     assert page.inner_text("#failures .hint").startswith("Diagnosis: ")
     assert summary["diagnosis"][0] in page.inner_text("#failures")
+    # one request class, one tier, one phase: no "Breakdowns" heading over nothing
+    assert all(not h.startswith("Breakdowns") for h in page.locator("h2").all_inner_texts())
     narrow(page)
 
 

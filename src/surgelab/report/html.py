@@ -204,18 +204,17 @@ _REPORT_JS = r"""
   slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
 
   const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"], ["by_kind", "request kind"]];
-  const bd = section("Breakdowns: per class, per tier, per phase, per kind", "grid3");
-  groups.forEach(([key, label]) => {
-    const g = D.breakdowns[key] || {}; const names = Object.keys(g);
-    if (names.length < 2) return;  // one group repeats the summary cards
+  const split = groups.filter(([key]) => Object.keys(D.breakdowns[key] || {}).length >= 2);  // one group repeats the cards
+  const bd = split.length ? section("Breakdowns: per class, per tier, per phase, per kind", "grid3") : null;
+  split.forEach(([key, label]) => {
+    const g = D.breakdowns[key]; const names = Object.keys(g);
     const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
     slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
       { barmode: "group", hovermode: "closest", xaxis: { title: { text: label } }, yaxis: { title: { text: "latency (ms)" } } });
   });
   const bdt = slEl("div"); root.appendChild(bdt);
-  groups.forEach(([key, label]) => {
-    const g = D.breakdowns[key] || {};
-    if (Object.keys(g).length < 2) return;
+  split.forEach(([key, label]) => {
+    const g = D.breakdowns[key];
     slTable(bdt, [label, "measured", "req/s", "goodput/s", "error rate", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"],
       Object.keys(g).map(k => [k, g[k].measured, slFmt(g[k].throughput), slFmt(g[k].goodput), slFmt(100 * g[k].error_rate) + " %",
         slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));
