@@ -93,17 +93,28 @@ def test_a_vision_run_keeps_its_target_line_and_slo(tiny_server, tmp_path, surge
     assert page.inner_text("#slo-line").startswith("SLO: TTFT ≤ 2,000 ms")
     assert page.locator(".problem").count() == 0
     assert page.inner_text(".banner").startswith("PASS")
-    # a stored scenario that does not load: the page says in red what it leaves out, never silently less
+    # a run stored before the fix: its redacted setting is dropped (it takes its default), the report is whole,
+    # and the page says in red what it read differently
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    text = (old / "scenario.yaml").read_text()
+    (old / "scenario.yaml").write_text(text.replace("tokens: qwen2vl", "tokens: <redacted>"))
+    assert surgelab_cli("report", str(old)).returncode == 0
+    page = _open(browser, old / "report.html")
+    said = page.inner_text(".problem")
+    assert said.startswith("Not shown: scenario.yaml does not load as stored") and "(workload.images.tokens)" in said
+    assert page.inner_text("#slo-line").startswith("SLO: TTFT ≤ 2,000 ms")
+    # a stored scenario that does not load at all: the page says in red what it leaves out, never silently less
     broken = tmp_path / "broken"
     shutil.copytree(run, broken)
-    text = (broken / "scenario.yaml").read_text().replace("tokens: qwen2vl", "tokens: <redacted>")
-    (broken / "scenario.yaml").write_text(text)
+    (broken / "scenario.yaml").write_text(text.replace("tokens: qwen2vl", "tokens: [unclosed"))
     assert surgelab_cli("report", str(broken)).returncode == 0
     page = _open(browser, broken / "report.html")
     said = page.inner_text(".problem")
-    assert said.startswith("Not shown: scenario.yaml does not load") and "target line" in said and "SLO" in said
+    assert said.startswith("Not shown: scenario.yaml does not load (") and "target line" in said and "SLO" in said
     assert page.evaluate("getComputedStyle(document.querySelector('.problem')).color") == "rgb(185, 28, 28)"
     assert page.locator("#slo-line").count() == 0
+    assert "target (req/s)" not in page.evaluate("window.SURGELAB_CHARTS['chart-load'].traces")
 
 
 def test_the_dashboard_ends_with_the_same_banner_and_failures(failing_run, browser, narrow):

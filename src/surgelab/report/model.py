@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.outcomes import Outcomes, e2e_per_row, outcomes_of, ttft_per_row
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
 from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
+from surgelab.metrics.rundir import REDACTED
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import Unreadable, extensions_for, why
 from surgelab.report.telemetry import telemetry_series
 from surgelab.scenario import Scenario, load_scenario
+from surgelab.scenario.loader import build_scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -414,7 +417,36 @@ def _load_scenario(run_dir: Path, problems: list[str]) -> Scenario | None:
     try:
         return load_scenario(path)
     except Exception as exc:  # a report never fails because the scenario no longer loads
-        problems.append(f"scenario.yaml does not load ({why(exc)}): the planned load (target line) and the SLO section are left out")
+        first = why(exc)
+    recovered = _without_redacted(path)
+    if recovered is not None:  # a run stored before the redactor took settings for secrets (images.tokens)
+        scenario, fields = recovered
+        problems.append(f"scenario.yaml does not load as stored ({first}): read without its redacted fields "
+                        f"({', '.join(fields)}), which take their defaults")  # fmt: skip
+        return scenario
+    problems.append(f"scenario.yaml does not load ({first}): the planned load (target line) and the SLO section are left out")
+    return None
+
+
+def _without_redacted(path: Path) -> tuple[Scenario, list[str]] | None:
+    """The stored scenario with every ``<redacted>`` value dropped, and their dotted names; None if it still fails."""
+    dropped: list[str] = []
+
+    def keep(value: Any, where: str) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if v == REDACTED:
+                    dropped.append(f"{where}{k}")
+                else:
+                    out[k] = keep(v, f"{where}{k}.")
+            return out
+        return [keep(v, f"{where}{i}.") for i, v in enumerate(value)] if isinstance(value, list) else value
+
+    try:
+        data = keep(yaml.safe_load(path.read_text(encoding="utf-8")), "")
+        return (build_scenario(data, source=str(path), base_dir=path.parent), dropped) if dropped else None
+    except Exception:  # unreadable either way: the caller says what is left out
         return None
 
 
