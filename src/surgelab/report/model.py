@@ -14,19 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.outcomes import Outcomes, e2e_per_row, outcomes_of, ttft_per_row
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
 from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
-from surgelab.metrics.rundir import REDACTED
 from surgelab.metrics.store import return_freed_memory
-from surgelab.report.extensions import Unreadable, extensions_for, why
-from surgelab.report.telemetry import telemetry_series
-from surgelab.scenario import Scenario, load_scenario
-from surgelab.scenario.loader import build_scenario
+from surgelab.report.extensions import extensions_for
+from surgelab.report.inputs import load_stored_scenario, telemetry_or_problem
+from surgelab.scenario import Scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -408,56 +405,6 @@ def _span(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> f
     return float(run_info.get("wall_s") or summary.get("wall_s") or last or 1.0)
 
 
-def _load_scenario(run_dir: Path, problems: list[str]) -> Scenario | None:
-    """The stored scenario; one that no longer loads leaves out what it alone knows, and the page says so."""
-    path = run_dir / "scenario.yaml"
-    if not path.exists():
-        problems.append("scenario.yaml is missing: the planned load (target line) and the SLO section are left out")
-        return None
-    try:
-        return load_scenario(path)
-    except Exception as exc:  # a report never fails because the scenario no longer loads
-        first = why(exc)
-    recovered = _without_redacted(path)
-    if recovered is not None:  # a run stored before the redactor took settings for secrets (images.tokens)
-        scenario, fields = recovered
-        problems.append(f"scenario.yaml does not load as stored ({first}): read without its redacted fields "
-                        f"({', '.join(fields)}), which take their defaults")  # fmt: skip
-        return scenario
-    problems.append(f"scenario.yaml does not load ({first}): the planned load (target line) and the SLO section are left out")
-    return None
-
-
-def _without_redacted(path: Path) -> tuple[Scenario, list[str]] | None:
-    """The stored scenario with every ``<redacted>`` value dropped, and their dotted names; None if it still fails."""
-    dropped: list[str] = []
-
-    def keep(value: Any, where: str) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                if v == REDACTED:
-                    dropped.append(f"{where}{k}")
-                else:
-                    out[k] = keep(v, f"{where}{k}.")
-            return out
-        return [keep(v, f"{where}{i}.") for i, v in enumerate(value)] if isinstance(value, list) else value
-
-    try:
-        data = keep(yaml.safe_load(path.read_text(encoding="utf-8")), "")
-        return (build_scenario(data, source=str(path), base_dir=path.parent), dropped) if dropped else None
-    except Exception:  # unreadable either way: the caller says what is left out
-        return None
-
-
-def _telemetry(run_dir: Path, span: float, problems: list[str]) -> dict[str, Any] | None:
-    try:
-        return telemetry_series(run_dir, span)
-    except Unreadable as exc:
-        problems.append(str(exc))
-        return None
-
-
 def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key in ("by_phase", "by_class", "by_tier", "by_kind"):
@@ -532,7 +479,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
     summary = json.loads((run_dir / "summary.json").read_text())
     run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     problems: list[str] = []
-    scenario = _load_scenario(run_dir, problems)
+    scenario = load_stored_scenario(run_dir, problems)
     c = load_columns(run_dir)
     span = _span(c, summary, run_info)
     timeseries = _timeseries(c, scenario, run_info, span)
@@ -556,7 +503,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
             "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
         },
         breakdowns=_breakdowns(summary),
-        telemetry=_telemetry(run_dir, span, problems),
+        telemetry=telemetry_or_problem(run_dir, span, problems),
         slo=slo,
         simulated=bool(run_info.get("simulated")),
         extensions=extensions_for(run_dir, problems),
