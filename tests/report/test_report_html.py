@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from io import StringIO
 from pathlib import Path
@@ -66,6 +67,18 @@ def test_report_model_agrees_with_the_summary(run_dir):
     assert data.telemetry is not None and any("running" in name for name in data.telemetry["series"])
     assert len(data.cdfs["ttft_ms"]["x"]) == min(400, summary["latency_ms"]["ttft"]["count"])
     json.loads(data.to_json())  # strict JSON: no NaN
+
+
+def test_an_unreadable_input_is_named_not_silently_left_out(run_dir, tmp_path):
+    """A broken telemetry.parquet dropped the server section without a word."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "telemetry.parquet").write_bytes(b"not parquet")
+    data = build_report_data(copy)
+    assert data.telemetry is None
+    [problem] = data.problems
+    assert problem.startswith("telemetry.parquet cannot be read (") and problem.endswith("the server telemetry section is left out")
+    assert build_report_data(run_dir).problems == []
 
 
 def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir, narrow):
