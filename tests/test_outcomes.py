@@ -61,7 +61,9 @@ def test_unanswered_and_timed_out_requests_count_in_the_error_rate_goodput_and_e
     assert (req["ok"], req["failed"], req["cancelled"], req["unanswered"], req["unsuccessful"]) == (10, 2, 5, 5, 7)
     assert req["error_rate"] == pytest.approx(7 / 17), "was 2 / 12: the hung requests were left out"
     assert s["goodput"]["fraction"] == pytest.approx(10 / 17)
-    assert s["errors"][0] == {"state": "cancelled", "http_status": None, "message": GRACE, "count": 5}
+    assert s["errors"][0] == {"state": "cancelled", "http_status": None, "message": GRACE, "count": 5,
+                              "pattern": "no answer by the end of the grace period (#s after the planned end, load.grace)",
+                              "first_s": 12.0, "last_s": 12.0}  # all five given up on when the grace ran out  # fmt: skip
     assert [(e["state"], e["count"]) for e in s["errors"]] == [("cancelled", 5), ("timeout", 2)]
     assert s["thresholds"][0]["expr"] == "error_rate < 10%" and not s["thresholds_passed"]
 

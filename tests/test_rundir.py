@@ -59,6 +59,35 @@ def test_resolved_scenario_keeps_every_setting_and_reloads_to_the_same_scenario(
     assert build_scenario(saved) == scenario
 
 
+def test_a_setting_named_tokens_survives_and_the_stored_vision_scenario_validates(tmp_path):
+    """``images.tokens: qwen2vl`` (the image-token formula) was stored as ``<redacted>``: its name contains
+    ``token``. The stored scenario no longer validated and the report lost its target line and SLO."""
+    scenario = build_scenario({
+        "target": {"url": "http://127.0.0.1:1/v1", "model": "m", "headers": {"X-Trace": "Bearer abcdef0123456789"}},
+        "load": {"rate": 5, "duration": "3s"}, "slo": {"ttft": "1s"},
+        "workload": {"kind": "vision", "prompt_tokens": 20, "output_tokens": 4,
+                     "images": {"count": 1, "width": 64, "height": 64, "tokens": "qwen2vl"}},
+    })  # fmt: skip
+    run_dir = prepare_run_dir(tmp_path / "run", scenario)
+    saved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    assert saved["workload"]["images"]["tokens"] == "qwen2vl"
+    # a credential is redacted because it is one, whatever the header is called
+    assert saved["target"]["headers"]["X-Trace"] == REDACTED
+    del saved["target"]["headers"]
+    scenario.target.headers.clear()
+    assert build_scenario(saved) == scenario
+
+
+@pytest.mark.parametrize("key", ["token", "access_token", "X-Auth-Token", "apiKey", "api-key", "hf_token", "Authorization"])
+def test_credential_names_are_redacted_word_by_word(key):
+    assert redact({key: "plain-value"}) == {key: REDACTED}
+
+
+@pytest.mark.parametrize("key", ["tokens", "max_tokens", "tokenizer", "author", "keyword", "prompt_tokens"])
+def test_settings_that_merely_contain_a_credential_word_are_kept(key):
+    assert redact({key: "openai"}) == {key: "openai"}
+
+
 def test_redact_recurses_into_lists():
     assert redact([{"token": "t"}, {"name": "n"}]) == [{"token": REDACTED}, {"name": "n"}]
 

@@ -129,3 +129,34 @@ def browser(playwright_driver) -> Iterator:
     for ctx, user_data in contexts:
         ctx.close()
         shutil.rmtree(user_data, ignore_errors=True)
+
+
+NARROW = 390  # a phone's width (an iPhone 12–15); the layout holds down to 360
+
+
+def overflow_at(page, width: int = NARROW) -> dict:
+    """At ``width`` px: how wide the document is, and any element wider than the viewport outside a scroll box."""
+    page.set_viewport_size({"width": width, "height": 844})
+    page.evaluate("""async () => {  // every chart takes its new width before anything is measured
+        const charts = Array.from(document.querySelectorAll('.js-plotly-plot'));
+        await Promise.all(charts.map(d => Plotly.Plots.resize(d)));
+    }""")
+    return page.evaluate("""(w) => {
+        const wide = Array.from(document.querySelectorAll('main *, header *')).filter(e => {
+            if (e.closest('.scroll, pre')) return false;  // tables and artefacts scroll inside their own box
+            const r = e.getBoundingClientRect(); return r.width > 0 && (r.right > w + 1 || r.left < -1);
+        }).slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+        return {width: document.documentElement.scrollWidth, wide: wide};
+    }""", width)
+
+
+@pytest.fixture(scope="session")
+def narrow():
+    """``narrow(page)``: the page at 390 px wide; asserts nothing sticks out and returns the measure."""
+
+    def check(page, width: int = NARROW) -> dict:
+        seen = overflow_at(page, width)
+        assert seen["width"] <= width and not seen["wide"], seen
+        return seen
+
+    return check

@@ -53,7 +53,7 @@ def test_the_bootstrap_is_seeded(runs):
     assert [m.diffs for m in first.metrics] != [m.diffs for m in other.metrics]
 
 
-def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, browser, screenshot_dir):
+def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, browser, screenshot_dir, narrow):
     out, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
     result = surgelab_cli("compare", str(runs["h100-a"]), str(runs["h100-b"]), str(runs["tiny"]),
                           "--out", str(out), "--json", str(js), "--resamples", "200")  # fmt: skip
@@ -82,7 +82,12 @@ def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, brows
     assert reasons and all(reasons) and reasons[0] in page.inner_text("#metrics-table")
     method = page.inner_text("#method")
     assert "``" not in method and "**" not in method and method.startswith("Method. the first run is the baseline")
+    # each run's own verdict on top, its exit status beside it
+    banners = [" ".join(b.split()) for b in page.locator("#run-verdicts .banner").all_inner_texts()]
+    assert [b.split(":")[0] for b in banners] == ["baseline h100-a", "h100-b", "tiny"]
+    assert all(" surgelab run exit " in b for b in banners)
     page.screenshot(path=str(screenshot_dir / "compare.png"), full_page=True)
+    narrow(page)  # at 390 px the page is no wider than the phone; the wide table scrolls in its box
     two = surgelab_cli("compare", str(runs["tiny"]))
     assert two.returncode == 2 and "at least two" in two.stderr
 

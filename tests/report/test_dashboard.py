@@ -45,7 +45,7 @@ def _get(url: str) -> int:
         return exc.code
 
 
-def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, tmp_path, scenario_maker):
+def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, tmp_path, scenario_maker, narrow):
     scenario = scenario_maker(tmp_path / "live.yaml", tiny_server.base_url, rate=20, duration="9s", warmup="0.5s")
     out = tmp_path / "live"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -113,14 +113,15 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         # after the run: the verdict stays on the page (the server waited for the page to fetch it)
         page.wait_for_function("window.SURGELAB_DASH.verdict !== null", timeout=5_000)
         summary = json.loads((out / "summary.json").read_text())
-        verdict = page.inner_text("#verdict")
-        assert verdict.startswith("Run finished (completed): INVALID · thresholds pass")
+        verdict = page.inner_text("#verdict .banner")  # the same banner as the report: word, exit status, stop reason
+        assert " ".join(verdict.split()).startswith("INVALID surgelab run exit 3 · stop: completed")
         assert summary["validity"]["reasons"][0] in verdict and not summary["validity"]["valid"]
-        assert "fail" in page.get_attribute("#verdict", "class").split()
+        assert "invalid" in page.get_attribute("#verdict .banner", "class").split()
         assert page.inner_text("#progress-text").startswith("finished after")
         time.sleep(1.5)  # the server is gone now: the page does not turn to "disconnected, retrying…"
         assert "disconnected" not in page.inner_text("#status") and page.is_visible("#verdict")
         page.screenshot(path=str(screenshot_dir / "dashboard-final.png"))
+        narrow(page)  # the pipeline, cards and curves fit a phone after the run
     finally:
         if process.poll() is None:
             process.kill()

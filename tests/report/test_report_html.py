@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from io import StringIO
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from rich.console import Console
@@ -18,7 +20,7 @@ from surgelab.sweep.table import print_sweep
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
     "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-slo",
-    "chart-telemetry", "chart-telemetry-overlay",
+    "chart-telemetry", "chart-telemetry-overlay", "chart-tokens",
 }  # fmt: skip
 
 
@@ -52,12 +54,34 @@ def test_report_model_agrees_with_the_summary(run_dir):
     cards = {c["id"]: c["value"] for c in data.cards}
     assert cards["throughput"] == summary["throughput"]["requests_per_s"]
     assert cards["ttft_p99"] == summary["latency_ms"]["ttft"]["p99"]
+    # the decode figures and the request counts a reader looks for (issue 30: absent though the run streamed)
+    for key in ("itl", "tpot"):
+        assert cards[f"{key}_p50"] == summary["latency_ms"][key]["p50"] and cards[f"{key}_p99"] == summary["latency_ms"][key]["p99"]
+    req = summary["requests"]
+    notes = {c["id"]: c.get("note") for c in data.cards}
+    assert cards["requests"] == req["measured"] and notes["requests"].startswith(f"{req['ok']:,} ok · {req['failed']:,} failed")
+    # tokens/s over time: every output token of a success, in the second it ended
+    records = pq.read_table(run_dir / "records.parquet", columns=["state", "output_tokens"]).to_pylist()
+    ok_tokens = sum(r["output_tokens"] or 0 for r in records if r["state"] == "ok")
+    assert abs(sum(ts["output_tokens_per_s"]) - ok_tokens) < 1
     assert data.telemetry is not None and any("running" in name for name in data.telemetry["series"])
     assert len(data.cdfs["ttft_ms"]["x"]) == min(400, summary["latency_ms"]["ttft"]["count"])
     json.loads(data.to_json())  # strict JSON: no NaN
 
 
-def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir):
+def test_an_unreadable_input_is_named_not_silently_left_out(run_dir, tmp_path):
+    """A broken telemetry.parquet dropped the server section without a word."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "telemetry.parquet").write_bytes(b"not parquet")
+    data = build_report_data(copy)
+    assert data.telemetry is None
+    [problem] = data.problems
+    assert problem.startswith("telemetry.parquet cannot be read (") and problem.endswith("the server telemetry section is left out")
+    assert build_report_data(run_dir).problems == []
+
+
+def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, screenshot_dir, narrow):
     ctx = browser(offline=True)
     requests: list[str] = []
     ctx.on("request", lambda r: requests.append(r.url))
@@ -75,6 +99,7 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     model = page.evaluate("window.SURGELAB_REPORT")
     n = len(model["timeseries"]["t"])
     assert charts["chart-load"]["points"] == [n] * 4  # target, arrivals, sent, throughput
+    assert charts["chart-tokens"]["points"] == [n]  # computed in the model, and drawn
     assert charts["chart-by_class"]["points"] == [2, 2, 2, 2]
     # the plotted data are the model's: plotly's own trace holds them
     plotted = page.evaluate("document.getElementById('chart-cdf-e2e').data[0].x.length")
@@ -87,6 +112,8 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     assert page.inner_text("#card-ttft_p99 .n") == f"n = {count:,} · too few for a P99"
     assert "sparse" in page.get_attribute("#card-ttft_p99", "class").split()
     assert page.inner_text("#card-ttft_p50 .n") == f"n = {count:,}"
+    assert page.inner_text("#card-tpot_p99 .label") == "TPOT P99"
+    assert page.inner_text("#card-requests .value") == f"{summary['requests']['measured']:,}"
     traces = charts["chart-ttft-time"]["traces"]
     assert "p99 (sparse: n < 500)" in traces and "p99" not in traces and "p50" in traces
     assert sum(model["timeseries"]["ttft_ms"]["n"]) == summary["requests"]["ok"]
@@ -105,6 +132,9 @@ def test_report_loads_offline_and_every_chart_has_its_points(run_dir, browser, s
     assert dict(overlay)["requests running (num_requests_running)"] == "y"
     page.screenshot(path=str(screenshot_dir / "report.png"), full_page=True)
     print(f"screenshot: {screenshot_dir / 'report.png'}")
+    assert " ".join(page.inner_text(".banner").split()).startswith("PASS surgelab run exit 0 · stop: completed")
+    assert page.inner_text("#failures-none") == "No request failed."
+    narrow(page)
 
 
 def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli):
@@ -120,7 +150,7 @@ def test_report_command_rebuilds_and_show_prints(run_dir, tmp_path, surgelab_cli
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
 
 
-def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser):
+def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path, surgelab_cli, scenario_maker, browser, narrow):
     """The sweep page: a per-level table with counts, sparse P99s greyed and said, a TPOT curve under the
     TPOT SLO line, the knee in the curve's unit, and the capacity as a table rather than raw JSON."""
     scenario = scenario_maker(tmp_path / "sweep.yaml", tiny_server.base_url, mix=False)
@@ -171,9 +201,15 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     if sweep["knee"] is not None:  # the card in the unit of the knee line on the curve
         line = page.evaluate("document.getElementById('chart-sweep').layout.shapes.filter(s => s.yref === 'paper')[0].x0")
         assert page.inner_text("#card-knee .value").startswith(f"{line:.1f}".rstrip("0").rstrip("."))
+    banner = " ".join(page.inner_text(".banner").split())  # the sweep's verdict: its capacity, or that no level met the SLO
+    if capacity is not None:
+        assert banner.startswith(("PASS surgelab sweep exit 0", "INVALID surgelab sweep exit 0")) and "SLA capacity" in banner
+    else:
+        assert banner.startswith("FAIL surgelab sweep exit 0") and "first failing bound: no level met P99 TTFT ≤ 250 ms" in banner
+    narrow(page)
 
 
-def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir):
+def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir, narrow):
     """A simulation's wall time is the simulator's CPU time: charts once covered 0–0.1 s of a 30 s run,
     the TTFT P99 card disagreed with every chart, the SLO and its misses were nowhere, and the header
     showed a URL nobody contacted."""
@@ -219,7 +255,11 @@ def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path,
     header = page.inner_text("header")
     assert "SIMULATED" in header and "127.0.0.1:9" not in header
     assert "none" in page.get_attribute("#card-thresholds", "class").split()  # not green: nothing was checked
+    banner = " ".join(page.inner_text(".banner").split())  # judged like a run; `surgelab simulate` itself exits 0
+    assert banner.startswith("PASS surgelab simulate exit 0 · stop: completed"), banner
+    assert f"missed by {missed:,} of {summary['requests']['measured']:,} measured requests: an objective, not a threshold" in banner
     page.screenshot(path=str(screenshot_dir / "simulation.png"), full_page=True)
+    narrow(page)
 
 
 def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_path, surgelab_cli, browser):
@@ -244,7 +284,7 @@ def test_prompts_longer_than_asked_are_said_on_the_page_and_in_the_terminal(tmp_
     assert shown == "Warning: " + warning and page.is_visible("p.warn")
 
 
-def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser):
+def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgelab_cli, browser, narrow):
     """``surgelab plan --out`` wrote plan.json, hpa.yaml and alerts.yaml but no page to read them on."""
     out = tmp_path / "plan"
     done = surgelab_cli("plan", "--capacity", "31", "--peak", "200", "--spares", "1", "--gpu-hour-cost", "2.5",
@@ -262,6 +302,9 @@ def test_plan_writes_a_page_with_the_fleet_curve_and_artefacts(tmp_path, surgela
     assert charts["chart-plan-curve"]["points"] == [rows] * 3
     assert "planned" in page.inner_text("#plan-table") and plan["fleet"]["arithmetic"][0] in page.inner_text("#arithmetic")
     assert (out / "hpa.yaml").read_text().strip() in page.inner_text("main")
+    banner = " ".join(page.inner_text(".banner").split())
+    assert banner.startswith("PASS surgelab plan exit 0") and "11 instances for a peak of 200 req/s" in banner
+    narrow(page)
 
 
 def test_search_page_shows_the_winner_the_front_and_every_configuration(tmp_path, surgelab_cli, browser):

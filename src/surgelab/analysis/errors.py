@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from surgelab.analysis.columns import ColumnSource, Labels, labels, plain
+from surgelab.analysis.columns import ColumnSource, Labels, labels, plain, seconds
 from surgelab.metrics.record import FAILED_STATES
 
-__all__ = ["MESSAGE_CHARS", "TOP_ERRORS", "readable", "top_errors"]
+__all__ = ["MESSAGE_CHARS", "TOP_ERRORS", "masked", "readable", "top_errors"]
 
 MESSAGE_CHARS = 200
 TOP_ERRORS = 5
@@ -27,24 +26,58 @@ def top_errors(
     source: ColumnSource, state: Labels, rows: np.ndarray | None = None, limit: int = TOP_ERRORS
 ) -> list[dict[str, Any]]:
     """Requests that did not succeed (``rows``; the failed states when not given) grouped by (state,
-    HTTP status, message), the largest groups first: unanswered, dropped and lost ones with their cause."""
+    HTTP status, message with its numbers masked), the largest groups first: unanswered, dropped and
+    lost ones with their cause, one example message, and when the first and the last of them ended."""
     failed = state.isin([s.value for s in FAILED_STATES]) if rows is None else rows
     if not failed.any():
         return []
     message = labels(source, "error")
     status = source.numpy("http_status", plain) if source.has("http_status") else None
-    groups: Counter[tuple[str, int | None, str]] = Counter()
     rows = np.flatnonzero(failed)
+    when = _ended_s(source, rows)
+    groups: dict[tuple[str, int | None, str], dict[str, Any]] = {}
     codes = message.codes[rows]
     states = state.codes[rows]
     statuses = status[rows] if status is not None else [None] * rows.size
-    for s, code, http in zip(states.tolist(), codes.tolist(), list(statuses)):
+    for s, code, http, t in zip(states.tolist(), codes.tolist(), list(statuses), when.tolist()):
         text = message.values[code]
         text = "" if text == "None" else readable(text)[:MESSAGE_CHARS]
         http = None if http is None or (isinstance(http, float) and np.isnan(http)) else int(http)
-        groups[(state.values[s], http, text)] += 1
-    ranked = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][2]))[:limit]
-    return [{"state": s, "http_status": http, "message": text, "count": n} for (s, http, text), n in ranked]
+        key = (state.values[s], http, masked(text))
+        group = groups.setdefault(key, {"message": text, "count": 0, "first_s": None, "last_s": None})
+        group["count"] += 1
+        if t == t:  # not NaN
+            group["first_s"] = t if group["first_s"] is None else min(group["first_s"], t)
+            group["last_s"] = t if group["last_s"] is None else max(group["last_s"], t)
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1]["count"], kv[0][0], kv[0][2]))[:limit]
+    return [{"state": s, "http_status": http, "message": g["message"], "pattern": pattern, "count": g["count"],
+             "first_s": _round(g["first_s"]), "last_s": _round(g["last_s"])}
+            for (s, http, pattern), g in ranked]  # fmt: skip
+
+
+def masked(text: str) -> str:
+    """``HTTP 500: fault in request 1234 after 2.5s`` → ``HTTP 500: fault in request # after #s``: messages
+    that differ only in an id, a count or a time are one failure (the HTTP status stays)."""
+    head = re.match(r"HTTP \d{3}: ?", text)
+    cut = head.end() if head else 0
+    return text[:cut] + _NUMBER.sub("#", text[cut:])
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _ended_s(source: ColumnSource, rows: np.ndarray) -> np.ndarray:
+    """Seconds into the run each of ``rows`` ended (its intended send when it never did); NaN without times."""
+    out = np.full(rows.size, np.nan)
+    for column in ("intended_ns", "end_ns"):  # the end wins where there is one
+        if source.has(column):
+            t = source.numpy(column, seconds)[rows]
+            out = np.where(np.isfinite(t), t, out)
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)
 
 
 def readable(text: str) -> str:

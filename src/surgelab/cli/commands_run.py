@@ -13,10 +13,10 @@ import typer
 import yaml
 from rich.console import Console
 
+from surgelab.analysis.verdict import run_exit_code
 from surgelab.cli import app
 from surgelab.cli.common import (
     EXIT_INTERRUPTED,
-    EXIT_INVALID,
     EXIT_OK,
     EXIT_THRESHOLDS,
     NETWORK_FLAGS,
@@ -266,13 +266,7 @@ def execute(
         print_summary(result.summary, console)
     console.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)
     _say_failed_defaults(result.summary, result.stop_reason)
-    if not result.thresholds_passed or result.stop_reason.startswith("aborted: guard"):
-        return EXIT_THRESHOLDS
-    if result.stop_reason.startswith("interrupted"):
-        return EXIT_INTERRUPTED
-    if not result.summary["validity"]["valid"]:
-        return EXIT_INVALID
-    return EXIT_OK
+    return run_exit_code(result.thresholds_passed, result.stop_reason, result.summary["validity"]["valid"])
 
 
 def _say_failed_defaults(summary: dict[str, Any], stop_reason: str) -> None:

@@ -210,12 +210,14 @@ def sweep(
 
 def _sweep_verdict(result: Any) -> dict[str, Any]:
     """The sweep's end as the dashboard's verdict: every level valid, and the SLA capacity found or not."""
-    invalid = [r for r in result.levels if not r.valid]
+    from surgelab.analysis.verdict import sweep_verdict
+
+    reasons = [f"level {r.offered:g}: {'; '.join(r.validity_reasons)}" for r in result.levels if not r.valid]
     cap = result.sla_capacity
-    said = (f"SLA capacity {cap['requests_per_s']:.4g} req/s at {cap['level']:g} {result.unit}" if cap
-            else f"no level met {', '.join(result.slo) or 'the error limit'}")  # fmt: skip
-    return {"validity": {"valid": not invalid,
-                         "reasons": [f"level {r.offered:g}: {'; '.join(r.validity_reasons)}" for r in invalid]},
+    objective = ", ".join(result.slo) or "the error limit"
+    said = f"SLA capacity {cap['requests_per_s']:.4g} req/s at {cap['level']:g} {result.unit}" if cap else f"no level met {objective}"
+    return {"banner": sweep_verdict(said if cap else None, objective, reasons, result.stop_reason),
+            "validity": {"valid": not reasons, "reasons": reasons},
             "thresholds": [{"expr": said, "passed": cap is not None}], "thresholds_passed": cap is not None,
             "stop_reason": result.stop_reason}  # fmt: skip
 

@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from surgelab.analysis.verdict import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_THRESHOLDS
 from surgelab.conditions import Threshold
 from surgelab.httpfields import header_value_problem
 from surgelab.scenario import ScenarioError, load_scenario
@@ -27,7 +28,7 @@ __all__ = [
     "insecure_option", "proxy_option", "with_network_flags", "warn_insecure",
 ]  # fmt: skip
 
-EXIT_OK, EXIT_THRESHOLDS, EXIT_USAGE, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_USAGE = 2  # the others are the verdict's (analysis.verdict), which every page shows
 
 
 def warn(line: str) -> None:

@@ -25,10 +25,7 @@ _CSS = """
 .progress { background:#e2e8f0; border-radius:6px; height:14px; overflow:hidden; margin-top:10px; }
 .progress .bar { background:#2563eb; height:100%; width:0; transition: width .5s; }
 #progress-text { font-size:13px; color:#334155; margin-top:4px; }
-#verdict { display:none; border-radius:8px; padding:12px 16px; margin-top:12px; font-size:15px; font-weight:600; }
-#verdict.pass { display:block; background:#dcfce7; color:#14532d; border:1px solid #86efac; }
-#verdict.fail { display:block; background:#fee2e2; color:#7f1d1d; border:1px solid #fca5a5; }
-#verdict ul { margin:6px 0 0; font-weight:400; font-size:13px; }
+#verdict { display:none; margin-top:12px; } #verdict.done { display:block; }
 .card.bad { border-color:#fca5a5; background:#fef2f2; }
 </style>
 """
@@ -97,15 +94,13 @@ _JS = r"""
       card.querySelector(".n").textContent = "bound " + (key === "error_rate" ? slFmt(100 * bound, 2) + " %" : key === "dropped" ? "0 (drops not allowed)" : slFmt(bound) + " ms") + (bad ? " — crossed" : "");
     });
   }
-  function showVerdict(v) {
+  function showVerdict(v) {  // the run's banner and its failures, as on the report
     const box = document.getElementById("verdict");
-    const ok = v.valid && v.thresholds_passed;
-    box.className = ok ? "pass" : "fail";
-    const thr = v.thresholds.length ? (v.thresholds_passed ? "thresholds pass" : "thresholds FAIL") : "no thresholds set";
-    box.innerHTML = "Run finished (" + v.stop_reason + "): " + (v.valid ? "valid" : "INVALID") + " · " + thr
-      + "<ul>" + v.reasons.map(r => "<li>invalid: " + r + "</li>").join("") + v.thresholds.map(t => "<li>" + (t.passed ? "✓ " : "✗ ") + t.expr + "</li>").join("") + "</ul>";
+    box.className = "done"; box.innerHTML = "";
+    slVerdict(box, v.banner);
+    slBounds(box, v.banner);
+    if (v.banner && v.banner.command === "surgelab run") slFailures(box, v.errors, v.diagnosis);
   }
-
   function render() {
     const e = state.last; if (!e) return;
     setText("node-arrivals-1", rate(e.arrival_rate)); setText("node-arrivals-2", e.scheduled + " scheduled"); setText("node-arrivals-3", "target " + e.target);

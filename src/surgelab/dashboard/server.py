@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 from aiohttp import web
 
+from surgelab.analysis.verdict import run_verdict
 from surgelab.dashboard.gauges import poll_gauges
 from surgelab.dashboard.page import render_page
 from surgelab.exposure import exposure_error
@@ -185,6 +186,9 @@ class Dashboard:
             "stop_reason": summary.get("stop_reason", ""),
             "requests": (summary.get("requests") or {}).get("measured"),
             "report": report,
+            "banner": summary.get("banner") or run_verdict(summary),  # a sweep hands its own banner
+            "errors": summary.get("errors") or [],
+            "diagnosis": list(summary.get("diagnosis") or []),
         }
         self.finished = True
 

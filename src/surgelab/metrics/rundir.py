@@ -42,7 +42,13 @@ SCENARIO_FILE = "scenario.yaml"
 SUMMARY_FILE = "summary.json"
 CONTEXT = ("host_cpu", "client", "routing", "inputs")  # what the summary reports from run.json, in this order
 
-_SECRET_NAME = re.compile(r"auth|api[-_]?key|token(?!i[sz]e)|secret|password|passwd|cookie|credential|signature", re.I)
+_SECRET_WORDS = {"auth", "authorization", "authentication", "oauth", "token", "secret", "password", "passwd", "pwd",
+                 "cookie", "credential", "credentials", "signature", "apikey", "bearer"}  # fmt: skip
+_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "id")}
+_SECRET_VALUE = re.compile(
+    r"^(?:(?:Bearer|Basic|Token)\s+\S{6,}|sk-[\w-]{12,}|hf_\w{20,}|gh[pousr]_\w{20,}|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
+    r"|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,})$"
+)
 REDACTED = "<redacted>"
 
 
@@ -50,9 +56,21 @@ class RunDirError(Exception):
     pass
 
 
+def _words(key: str) -> list[str]:
+    """``X-Auth-Token`` → x, auth, token; ``apiKey`` → api, key; ``max_tokens`` → max, tokens."""
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key).lower().replace("-", " ").replace("_", " ").replace(".", " ").split()
+
+
 def _secret(key: Any, value: Any) -> bool:
-    """Text under a credential-like name; numbers, ``prompt_tokens`` or ``tokenizer: builtin`` are not secrets."""
-    return isinstance(value, str) and key != "api_key_env" and bool(_SECRET_NAME.search(str(key)))
+    """Text under a credential's name (a word of it: ``token``, ``api_key``, ``Authorization``), or a value that is
+    one (``Bearer …``, ``sk-…``, a JWT) — never because a setting's name merely contains such a word:
+    ``images.tokens: openai``, ``prompt_tokens``, ``tokenizer: builtin`` and ``api_key_env`` are settings."""
+    if not isinstance(value, str) or key == "api_key_env":
+        return False
+    words = _words(str(key))
+    if any(w in _SECRET_WORDS for w in words) or any(pair in _SECRET_PAIRS for pair in zip(words, words[1:])):
+        return True
+    return bool(_SECRET_VALUE.match(value.strip()))
 
 
 def redact(value: Any) -> Any:

@@ -320,7 +320,8 @@ def compare_runs(
     labels = _labels(paths)
     runs = [
         {"label": label, "run_dir": str(p), "name": r.name, "target": r.summary.get("target", {}),
-         "valid": r.summary["validity"]["valid"], "measured": r.summary["requests"]["measured"]}
+         "valid": r.summary["validity"]["valid"], "measured": r.summary["requests"]["measured"], "verdict": r.verdict,
+         "problems": r.problems}
         for label, p, r in zip(labels, paths, reports)
     ]  # fmt: skip
     overlays = {

@@ -82,7 +82,9 @@ _COMPARE_JS = r"""
   const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const section = (title, cls) => { root.appendChild(slEl("h2", {}, title)); const g = slEl("div", { className: cls || "grid2" }); root.appendChild(g); return g; };
   const pct = d => d.rel === null ? "" : " (" + (d.rel > 0 ? "+" : "") + slFmt(100 * d.rel, 0) + " %)";
-  // the answer first: per candidate, what got better, what got worse
+  // each run's own verdict, then per candidate what got better, what got worse
+  const banners = slEl("div", { id: "run-verdicts" }); root.appendChild(banners);
+  D.runs.forEach((r, i) => { slVerdict(banners, r.verdict, (i === 0 ? "baseline " : "") + r.label); slProblems(banners, (r.problems || []).map(p => r.label + ": " + p)); });
   const top = slEl("div", { id: "overall" }); root.appendChild(top);
   D.runs.slice(1).forEach((r, k) => {
     const better = D.metrics.filter(m => m.diffs[k].verdict === "better"), worse = D.metrics.filter(m => m.diffs[k].verdict === "worse");

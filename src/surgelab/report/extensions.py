@@ -31,9 +31,19 @@ from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import SweepFileError, read_sweep
 from surgelab.units import parse_duration
 
-__all__ = ["READERS", "extensions_for"]
+__all__ = ["READERS", "Unreadable", "extensions_for", "why"]
 
 Reader = Callable[[Path], "dict[str, Any] | None"]
+
+
+class Unreadable(Exception):
+    """A report input that exists but cannot be read: the page says so in red, never silently shows less."""
+
+
+def why(exc: BaseException) -> str:
+    """An exception's first line, for a sentence on the page."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _slo_ms(expressions: list[str]) -> dict[str, float]:
@@ -55,8 +65,8 @@ def _sweep(run_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         result = read_sweep(run_dir / "sweep.json")
-    except SweepFileError:
-        return None
+    except SweepFileError as exc:
+        raise Unreadable(f"sweep.json cannot be read ({why(exc)}): the sweep sections are left out") from None
     rows = result.sorted_levels()
     points = [
         {"offered": r.offered, "achieved": r.achieved_load, "throughput": r.requests_per_s, "goodput": r.goodput_per_s,
@@ -88,8 +98,8 @@ def _fleet(run_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         table = pq.read_table(path).to_pydict()
-    except Exception:  # an unreadable timeline never breaks a report
-        return None
+    except Exception as exc:  # an unreadable timeline never breaks a report: the page says it is missing
+        raise Unreadable(f"fleet.parquet cannot be read ({why(exc)}): the fleet timeline is left out") from None
     by_t: dict[float, dict[str, float]] = {}
     for i, t in enumerate(table.get("t_s", [])):
         slot = by_t.setdefault(t, {"replicas": 0, "ready": 0, "in_flight": 0, "engine_waiting": 0})
@@ -142,10 +152,17 @@ def _rate_limits(run_dir: Path) -> dict[str, Any] | None:
 READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": _fleet, "rate_limits": _rate_limits}
 
 
-def extensions_for(run_dir: Path | str) -> dict[str, Any]:
+def extensions_for(run_dir: Path | str, problems: list[str] | None = None) -> dict[str, Any]:
+    """Every section whose file exists; one that cannot be read adds its sentence to ``problems``."""
     out = {}
     for name, reader in READERS.items():
-        section = reader(Path(run_dir))
+        try:
+            section = reader(Path(run_dir))
+        except Unreadable as exc:
+            if problems is None:
+                raise ValueError(str(exc)) from None
+            problems.append(str(exc))
+            continue
         if section is not None:
             out[name] = section
     return out

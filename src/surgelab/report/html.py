@@ -34,14 +34,23 @@ h2 { font-size: 16px; margin: 22px 0 8px; border-bottom: 1px solid var(--line); 
 .card.sparse .n { color: #b45309; font-weight: 600; }
 .card.good .value { color: var(--good); } .card.bad .value { color: var(--bad); } .card.none .value { color: var(--muted); }
 .badge { display: inline-block; background: #f59e0b; color: #111827; border-radius: 4px; padding: 0 6px; font-weight: 700; margin-right: 6px; }
-.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
-.grid3 { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 12px; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(520px, 100%), 1fr)); gap: 12px; }
+.grid3 { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(340px, 100%), 1fr)); gap: 12px; }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 8px; min-height: 340px; overflow: hidden; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; margin: 6px 0; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; } #levels-table td:last-child { text-align: left; }
 .pass { color: var(--good); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
 .warn { color: #b45309; font-weight: 600; }
+.banner { border-radius: 8px; padding: 10px 14px; margin: 4px 0 12px; font-size: 15px; border: 1px solid; }
+.banner .word { font-size: 18px; font-weight: 800; margin-right: 6px; } .banner .more { font-size: 13px; margin-top: 4px; }
+.banner.pass { background: #dcfce7; color: #14532d; border-color: #86efac; }
+.banner.fail, .banner.invalid { background: #fee2e2; color: #7f1d1d; border-color: #fca5a5; }
+.banner.interrupted { background: #fef3c7; color: #78350f; border-color: #fcd34d; }
+.problem { color: var(--bad); font-weight: 600; border-left: 4px solid var(--bad); padding-left: 8px; }
+.scroll { overflow-x: auto; max-width: 100%; } td.text { text-align: left; }
+@media (max-width: 600px) { header, main { padding-left: 10px; padding-right: 10px; } .grid2, .grid3 { grid-template-columns: minmax(0, 1fr); }
+  .cards { grid-template-columns: repeat(auto-fill, minmax(140px, 1fr)); } }
 .ns { color: var(--muted); } tr.sparse td { color: #94a3b8; background: #f8fafc; } .note { color: var(--muted); font-size: 12px; }
 """
 
@@ -75,11 +84,42 @@ function slFmt(v, digits) {
   return v.toLocaleString(undefined, { minimumFractionDigits: d, maximumFractionDigits: d });
 }
 function slEl(tag, attrs, html) { const e = document.createElement(tag); Object.assign(e, attrs || {}); if (html !== undefined) e.innerHTML = html; return e; }
-function slTable(parent, head, rows) {
-  const t = slEl("table");
+function slTable(parent, head, rows) {  // in a box of its own that scrolls sideways on a narrow screen
+  const t = slEl("table"), box = slEl("div", { className: "scroll" });
   t.appendChild(slEl("tr", {}, head.map(h => "<th>" + h + "</th>").join("")));
   rows.forEach(r => t.appendChild(slEl("tr", {}, r.map(c => "<td>" + c + "</td>").join(""))));
-  parent.appendChild(t); return t;
+  box.appendChild(t); parent.appendChild(box); return t;
+}
+function slEsc(t) { return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
+function slVerdict(parent, v, label, before) {  // the banner: the verdict, the exit status, the stop reason, the first failing bound
+  if (!v) return null;
+  const more = [];
+  if (v.first_failure) more.push("first failing bound: " + slEsc(v.first_failure));
+  if (v.failures.length > 1) more.push("also: " + v.failures.slice(1).map(slEsc).join("; "));
+  v.invalid.forEach(r => more.push("invalid: " + slEsc(r)));
+  if (v.headline && v.word === "PASS") more.push(slEsc(v.headline));
+  (v.notes || []).forEach(n => more.push(slEsc(n)));
+  const box = slEl("div", { className: "banner " + v.word.toLowerCase() },
+    (label ? slEsc(label) + ": " : "") + '<span class="word">' + v.word + "</span> " + slEsc(v.command) + " exit " + v.exit_code
+    + " · stop: " + slEsc(v.stop_reason || "–") + more.map(m => '<div class="more">' + m + "</div>").join(""));
+  parent.insertBefore(box, before || null); return box;
+}
+function slBounds(parent, v) {  // the banner's bounds as a table, each default one marked, its value in its unit
+  if (!v || !v.bounds.length) return;
+  slTable(parent, ["threshold", "observed", "verdict"], v.bounds.map(t => [slEsc(t.expr), slEsc(t.observed),
+    t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>'])).id = "thresholds-table";
+}
+function slProblems(parent, problems) {  // inputs that could not be read: said in red, never silently less
+  (problems || []).forEach(p => parent.appendChild(slEl("p", { className: "problem" }, "Not shown: " + slEsc(p))));
+}
+function slFailures(parent, errors, hints) {  // summary.json's errors: one row a cause, numbers masked; then the hints
+  if (errors && errors.length) {
+    const t = slTable(parent, ["state", "HTTP", "message (numbers as #)", "count", "first (s)", "last (s)"], errors.map(e =>
+      [slEsc(e.state), e.http_status === null ? "–" : e.http_status, '<span title="' + slEsc(e.message) + '">' + slEsc(e.pattern || e.message || "no message") + "</span>",
+       e.count.toLocaleString(), slFmt(e.first_s, 1), slFmt(e.last_s, 1)]));
+    t.id = "failures-table"; t.querySelectorAll("tr").forEach(r => { if (r.cells[2]) r.cells[2].className = "text"; });
+  } else parent.appendChild(slEl("p", { className: "note", id: "failures-none" }, "No request failed."));
+  (hints || []).forEach(h => parent.appendChild(slEl("p", { className: "warn hint" }, "Diagnosis: " + slEsc(h))));
 }
 """
 
@@ -90,6 +130,8 @@ _REPORT_JS = r"""
   const S = D.summary, T = D.timeseries, root = document.getElementById("report");
   const section = (title, cls) => { root.appendChild(slEl("h2", {}, title)); const g = slEl("div", { className: cls || "grid2" }); root.appendChild(g); return g; };
 
+  slVerdict(root, D.verdict);
+  slProblems(root, D.problems);
   const cards = section("Summary", "cards");
   D.cards.forEach(c => {
     const e = slEl("div", { className: "card " + (c.status || ""), title: c.detail || "" });
@@ -103,12 +145,7 @@ _REPORT_JS = r"""
   const xs = { xaxis: { title: { text: "time (s)" }, zeroline: false } };
   const lay = (y, extra) => Object.assign({}, warm, xs, { yaxis: { title: { text: y }, rangemode: "tozero" } }, extra || {});
   if (D.kind === "run") {
-  const thr = S.thresholds || [];
-  if (thr.length) {
-    const box = slEl("div"); root.appendChild(box);
-    slTable(box, ["threshold", "observed", "verdict"], thr.map(t => [t.expr, t.observed === null ? "no data" : t.metric.includes("(") ? slFmt(1000 * t.observed) + " ms" : slFmt(t.observed, 4),
-      t.passed ? '<span class="pass">pass</span>' : '<span class="fail">FAIL</span>']));
-  }
+  slBounds(root, D.verdict);
   if (D.slo) {
     const share = D.slo.counted ? 100 * D.slo.misses / D.slo.counted : 0;
     const p = slEl("p", { id: "slo-line", className: D.slo.misses ? "fail" : "pass" },
@@ -128,6 +165,7 @@ _REPORT_JS = r"""
   const flight = [slLine("in flight (measured)", T.t, T.in_flight), slLine("Little's Law λ·W", T.t, T.littles_law, { line: { dash: "dot" } })];
   if (tgt && tgt.unit === "users") flight.unshift(slLine("target users", T.t, tgt.level, { line: { dash: "dash", color: "#111" } }));
   slChart(load, "chart-inflight", "In flight against Little's Law (L = λW)", flight, lay("requests"));
+  slChart(load, "chart-tokens", "Output tokens per second (successes, by completion)", [slLine("output tokens/s", T.t, T.output_tokens_per_s, { line: { color: SL_COLORS[2] } })], lay("tokens per second"));
 
   const lat = section("Latency over time (1 s windows, by completion)");
   const sloLine = k => {  // the objective as a red dashed line across the chart
@@ -154,6 +192,9 @@ _REPORT_JS = r"""
   [["cdf-ttft", "TTFT", D.cdfs.ttft_ms], ["cdf-itl", "Inter-token latency", D.cdfs.itl_ms], ["cdf-e2e", "E2E", D.cdfs.e2e_ms]].forEach(([id, name, c]) =>
     slChart(dist, "chart-" + id, name + " CDF", [slLine(name, c.x, c.p)], { xaxis: { title: { text: "ms" } }, yaxis: { title: { text: "fraction ≤ x" }, range: [0, 1] }, hovermode: "closest" }));
 
+  root.appendChild(slEl("h2", {}, "Failures (largest groups, from summary.json)"));
+  const fails = slEl("div", { id: "failures" }); root.appendChild(fails);
+  slFailures(fails, S.errors, S.diagnosis);
   const err = section("Errors and schedule lag");
   const states = Object.keys(T.errors).filter(k => T.errors[k].some(v => v > 0));
   const errTraces = states.length ? states.map(k => ({ name: k, x: T.t, y: T.errors[k], type: "bar" }))
@@ -163,18 +204,17 @@ _REPORT_JS = r"""
   slChart(err, "chart-lag", "Schedule lag (sent − intended), by intended time", [slLine("p50", T.t, T.lag_ms.p50), slLine("p99", T.t, T.lag_ms.p99)], lay("ms"));
 
   const groups = [["by_class", "request class"], ["by_tier", "tier"], ["by_phase", "phase"], ["by_kind", "request kind"]];
-  const bd = section("Breakdowns: per class, per tier, per phase, per kind", "grid3");
-  groups.forEach(([key, label]) => {
-    const g = D.breakdowns[key] || {}; const names = Object.keys(g);
-    if (names.length < 2) return;  // one group repeats the summary cards
+  const split = groups.filter(([key]) => Object.keys(D.breakdowns[key] || {}).length >= 2);  // one group repeats the cards
+  const bd = split.length ? section("Breakdowns: per class, per tier, per phase, per kind", "grid3") : null;
+  split.forEach(([key, label]) => {
+    const g = D.breakdowns[key]; const names = Object.keys(g);
     const metrics = [["ttft_p50", "TTFT p50"], ["ttft_p99", "TTFT p99"], ["e2e_p50", "E2E p50"], ["e2e_p99", "E2E p99"]];
     slChart(bd, "chart-" + key, "Latency per " + label + " (ms)", metrics.map(([m, n]) => ({ name: n, x: names, y: names.map(k => g[k][m]), type: "bar" })),
       { barmode: "group", hovermode: "closest", xaxis: { title: { text: label } }, yaxis: { title: { text: "latency (ms)" } } });
   });
   const bdt = slEl("div"); root.appendChild(bdt);
-  groups.forEach(([key, label]) => {
-    const g = D.breakdowns[key] || {};
-    if (Object.keys(g).length < 2) return;
+  split.forEach(([key, label]) => {
+    const g = D.breakdowns[key];
     slTable(bdt, [label, "measured", "req/s", "goodput/s", "error rate", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"],
       Object.keys(g).map(k => [k, g[k].measured, slFmt(g[k].throughput), slFmt(g[k].goodput), slFmt(100 * g[k].error_rate) + " %",
         slFmt(g[k].ttft_p50), slFmt(g[k].ttft_p99), slFmt(g[k].e2e_p50), slFmt(g[k].e2e_p99)]));

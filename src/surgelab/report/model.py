@@ -19,10 +19,11 @@ from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain,
 from surgelab.analysis.outcomes import Outcomes, e2e_per_row, outcomes_of, ttft_per_row
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.analysis.summary import meets_slo
+from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
-from surgelab.report.telemetry import telemetry_series
-from surgelab.scenario import Scenario, load_scenario
+from surgelab.report.inputs import load_stored_scenario, telemetry_or_problem
+from surgelab.scenario import Scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
 
@@ -49,6 +50,8 @@ class ReportData:
     slo: dict[str, Any] | None = None  # the objectives (ms) and how many measured requests missed them
     simulated: bool = False  # a simulation: charted over simulated time, no target was contacted
     extensions: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] | None = None  # the banner on top: PASS / FAIL / INVALID, exit status, first failing bound
+    problems: list[str] = field(default_factory=list)  # inputs that exist but could not be read: said in red
     version: int = REPORT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -301,23 +304,31 @@ def _pct_card(id_: str, label: str, block: dict[str, Any], q: int) -> dict[str, 
 
 
 def _thresholds_card(thresholds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The scenario's own thresholds; the default error bound alone is no threshold set (grey while it holds)."""
-    own = [t for t in thresholds if not t.get("default")]
-    failed_default = [t["expr"] for t in thresholds if t.get("default") and not t["passed"]]
+    """Every bound the run was held to, the defaults counted and said; "none set" only while no bound failed."""
     card = {"id": "thresholds", "label": "Thresholds", "unit": ""}
-    if own:
-        passed = sum(1 for t in own if t["passed"])
-        good = passed == len(own) and not failed_default
-        return {**card, "value": f"{passed}/{len(own)} pass", "status": "good" if good else "bad",
-                "detail": "; ".join(f"default bound failed: {e}" for e in failed_default)}  # fmt: skip
-    if failed_default:
-        return {**card, "value": "none set", "status": "bad", "detail": f"default bound failed: {'; '.join(failed_default)}"}
-    detail = "the default error bound held" if thresholds else ""
-    return {**card, "value": "none set", "status": "none", "detail": detail}
+    own = [t for t in thresholds if not t.get("default")]
+    if not own and all(t["passed"] for t in thresholds):
+        held = "the default error bound held" if thresholds else ""
+        return {**card, "value": "none set", "status": "none", "note": held, "detail": held}
+    passed = sum(1 for t in thresholds if t["passed"])
+    defaults = len(thresholds) - len(own)
+    return {**card, "value": f"{passed}/{len(thresholds)} pass", "status": "good" if passed == len(thresholds) else "bad",
+            "note": f"{defaults} default" if defaults else "", "detail": "; ".join(bound_text(t) for t in thresholds if not t["passed"])}  # fmt: skip
+
+
+def _error_rate_card(summary: dict[str, Any]) -> dict[str, Any]:
+    """Red when a bound on the error rate (the scenario's or the default) failed, green when one held."""
+    bounds = [t for t in summary.get("thresholds", []) if t["metric"] == "error_rate"]
+    card = {"id": "error_rate", "label": "Error rate", "value": summary["requests"]["error_rate"] * 100.0, "unit": "%"}
+    if not bounds:
+        return card
+    failed = [t for t in bounds if not t["passed"]]
+    return {**card, "status": "bad" if failed else "good", "note": "bound " + bounds[0]["expr"].split("<", 1)[-1].strip()
+            + (" (default)" if bounds[0].get("default") else ""), "detail": "; ".join(bound_text(t) for t in bounds)}  # fmt: skip
 
 
 def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    lat, req, thr = summary["latency_ms"], summary["requests"], summary["throughput"]
+    lat, thr = summary["latency_ms"], summary["throughput"]
     validity = summary["validity"]
     return [
         {"id": "throughput", "label": "Throughput", "value": thr["requests_per_s"], "unit": "req/s"},
@@ -327,11 +338,35 @@ def _cards(summary: dict[str, Any]) -> list[dict[str, Any]]:
         _pct_card("ttft_p99", "TTFT P99", lat["ttft"], 99),
         _pct_card("e2e_p50", "E2E P50", lat["e2e"], 50),
         _pct_card("e2e_p99", "E2E P99", lat["e2e"], 99),
-        {"id": "error_rate", "label": "Error rate", "value": req["error_rate"] * 100.0, "unit": "%"},
+        *_decode_cards(lat),
+        _requests_card(summary["requests"]),
+        _error_rate_card(summary),
         _thresholds_card(summary.get("thresholds", [])),
         {"id": "validity", "label": "Validity", "value": "valid" if validity["valid"] else "INVALID",
          "unit": "", "status": "good" if validity["valid"] else "bad", "detail": "; ".join(validity["reasons"])},
     ]  # fmt: skip
+
+
+def _decode_cards(lat: dict[str, Any]) -> list[dict[str, Any]]:
+    """ITL and TPOT P50/P99 when the run streamed tokens (a kind without a stream has neither)."""
+    cards = []
+    for key, label, unit in (("itl", "ITL", "inter-token gaps"), ("tpot", "TPOT", "requests")):
+        block = lat.get(key) or {}
+        if not block.get("count"):
+            continue
+        for q in (50, 99):
+            card = _pct_card(f"{key}_p{q}", f"{label} P{q}", block, q)
+            card.setdefault("detail", f"over {block['count']:,} {unit}")
+            cards.append(card)
+    return cards
+
+
+def _requests_card(req: dict[str, Any]) -> dict[str, Any]:
+    """How many requests the figures rest on, and how they ended."""
+    ended = [f"{req['ok']:,} ok", f"{req['failed']:,} failed"]
+    ended += [f"{req[k]:,} {k}" for k in ("dropped", "cancelled", "lost") if req.get(k)]
+    return {"id": "requests", "label": "Requests measured", "value": req["measured"], "unit": "", "note": " · ".join(ended),
+            "detail": f"{req['scheduled']:,} scheduled, {req.get('warmup', 0):,} in the warm-up"}  # fmt: skip
 
 
 def _slo_card(slo: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -368,13 +403,6 @@ def _span(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> f
     if run_info.get("simulated"):
         return max(float(run_info.get("simulated_end_s") or 0.0), last) or 1.0
     return float(run_info.get("wall_s") or summary.get("wall_s") or last or 1.0)
-
-
-def _load_scenario(run_dir: Path) -> Scenario | None:
-    try:
-        return load_scenario(run_dir / "scenario.yaml")
-    except Exception:  # a report never fails because the scenario no longer loads
-        return None
 
 
 def _breakdowns(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -431,7 +459,16 @@ def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:
     ]  # fmt: skip
     summary = {"name": sweep.get("name", run_dir.name), "stop_reason": sweep.get("stop_reason", ""), "mode": "sweep"}
     return ReportData(kind="sweep", name=summary["name"], run_dir=str(run_dir), summary=summary, run_info={},
-                      cards=cards, timeseries={}, cdfs={}, breakdowns={}, extensions=extensions)  # fmt: skip
+                      cards=cards, timeseries={}, cdfs={}, breakdowns={}, extensions=extensions,
+                      verdict=_sweep_verdict(sweep))  # fmt: skip
+
+
+def _sweep_verdict(sweep: dict[str, Any]) -> dict[str, Any]:
+    plan, unit = sweep.get("plan"), sweep.get("unit", "")
+    objective = ", ".join(f"P99 {k.upper()} ≤ {v:,.0f} ms" for k, v in (sweep.get("slo_ms") or {}).items()) or "the error limit"
+    capacity = f"SLA capacity {plan['requests_per_s']:.4g} req/s at {plan['level']:g} {unit}" if plan else None
+    invalid = [f"level {p['offered']:g}: {'; '.join(p['validity_reasons'])}" for p in sweep["points"] if not p["valid"]]
+    return sweep_verdict(capacity, objective, invalid, sweep.get("stop_reason", ""))
 
 
 def build_report_data(run_dir: Path | str) -> ReportData:
@@ -441,11 +478,16 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         return _sweep_report(run_dir, extensions_for(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
-    scenario = _load_scenario(run_dir)
+    problems: list[str] = []
+    scenario = load_stored_scenario(run_dir, problems)
     c = load_columns(run_dir)
     span = _span(c, summary, run_info)
     timeseries = _timeseries(c, scenario, run_info, span)
     slo = _slo(scenario, timeseries["slo_misses"], c)
+    verdict = run_verdict(summary, simulated=bool(run_info.get("simulated")))
+    if slo and slo["misses"]:  # an objective is no threshold: a PASS beside 92 % misses must say why it passed
+        verdict["notes"].append(f"SLO ({slo['text']}) missed by {slo['misses']:,} of {slo['counted']:,} measured requests: "
+                                "an objective, not a threshold, so not in the exit status")  # fmt: skip
     measured_ok = c.ok() & c.measured
     return ReportData(
         kind="run",
@@ -461,8 +503,10 @@ def build_report_data(run_dir: Path | str) -> ReportData:
             "e2e_ms": cdf(c.e2e()[measured_ok] * 1000.0),
         },
         breakdowns=_breakdowns(summary),
-        telemetry=telemetry_series(run_dir, span),
+        telemetry=telemetry_or_problem(run_dir, span, problems),
         slo=slo,
         simulated=bool(run_info.get("simulated")),
-        extensions=extensions_for(run_dir),
+        extensions=extensions_for(run_dir, problems),
+        verdict=verdict,
+        problems=problems,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from surgelab.analysis.verdict import banner
 from surgelab.report.assets import script_safe
 from surgelab.report.html import page
 
@@ -25,6 +26,7 @@ _PLAN_JS = r"""
   const P = D.plan, F = P.fleet, I = F.inputs, root = document.getElementById("report");
   const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const section = (title, cls) => { root.appendChild(slEl("h2", {}, title)); const g = slEl("div", { className: cls || "grid2" }); root.appendChild(g); return g; };
+  slVerdict(root, D.verdict);
   const cards = section("Plan", "cards");
   const money = v => v === null || v === undefined ? "–" : slFmt(v, 0);
   [["instances", "Instances (N+" + I.spares + ")", F.total, ""], ["base", "N for the peak", F.base, ""], ["gpus", "GPUs", F.gpus, ""],
@@ -69,8 +71,18 @@ _CSS = (
 
 def render_plan_html(plan: dict[str, Any], artefacts: dict[str, str], title: str = "capacity plan") -> str:
     """The page for one plan (``CapacityPlan.to_dict()``) and its artefact files (name → text)."""
-    data = json.dumps({"kind": "plan", "plan": plan, "artefacts": artefacts}, default=str, allow_nan=False)
+    data = json.dumps({"kind": "plan", "plan": plan, "artefacts": artefacts, "verdict": _verdict(plan)}, default=str, allow_nan=False)
     body = _CSS + f'<script type="application/json" id="plan-data">{script_safe(data)}</script><div id="report"></div>'
     fleet = plan["fleet"]
     subtitle = f"{fleet['total']} instances for a peak of {fleet['inputs']['peak']:.4g} req/s · {plan['capacity_source']}"
     return page(f"surgelab plan — {title}", subtitle, body, [_PLAN_JS])
+
+
+def _verdict(plan: dict[str, Any]) -> dict[str, Any]:
+    """PASS while the planned fleet runs the peak within its safety margin; ``surgelab plan`` exits 0 with a plan."""
+    fleet = plan["fleet"]
+    load, safety = fleet["utilisation_at_peak"], fleet["inputs"]["safety"]
+    said = f"load at the peak {load:.1%} of the fleet's SLA capacity (safety {safety:g})"
+    failures = [] if load <= safety + 1e-9 else [said]
+    return banner("PASS" if not failures else "FAIL", 0, "surgelab plan", "planned", failures,
+                  headline=f"{fleet['total']} instances for a peak of {fleet['inputs']['peak']:.4g} req/s; {said}")

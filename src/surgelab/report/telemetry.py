@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from surgelab.report.extensions import Unreadable, why
 from surgelab.telemetry.presets import PRESETS, PROCESS_MEMORY
 
 __all__ = ["TELEMETRY_FILE", "telemetry_series"]
@@ -68,8 +69,8 @@ def telemetry_series(run_dir: Path | str, wall_s: float) -> dict[str, Any] | Non
         return None
     try:
         parsed = _gauges(pq.read_table(path))
-    except Exception:  # unreadable telemetry never breaks a report
-        return None
+    except Exception as exc:  # unreadable telemetry never breaks a report: the page says it is missing
+        raise Unreadable(f"{TELEMETRY_FILE} cannot be read ({why(exc)}): the server telemetry section is left out") from None
     if parsed is None:
         return None
     n = max(int(np.ceil(wall_s)), 1)
