@@ -28,6 +28,7 @@ from surgelab.sim.regions import RegionRuntime, outage_events
 from surgelab.sim.replica import DOWN, DRAINING, READY, Replica
 from surgelab.sim.request import SECOND, SimRequest
 from surgelab.sim.router import RouterRuntime, health_check
+from surgelab.sim.stopping import RunOver, SimStops
 from surgelab.sim.timeline import Timeline
 from surgelab.sim.traffic import Traffic
 
@@ -44,9 +45,11 @@ class Simulator:
     def __init__(
         self, scenario: Scenario, fleet: Fleet, record, fast: bool = True, fast_prefix: bool | None = None
     ) -> None:
-        self.scenario, self.fleet, self.record = scenario, fleet, record
+        self.scenario, self.fleet = scenario, fleet
         self.stopped = ""
         """Why a watcher stopped the simulation early (``StopSimulation``); empty when it ran to the end."""
+        self.open: dict[SimRequest, None] = {}
+        """Requests sent and not yet ended, in the order they were sent."""
         self.now = 0
         self.current: Event | None = None
         self._heap: list = []
@@ -65,6 +68,9 @@ class Simulator:
         # prompt texts are built for the response cache, and for prefix hashes the slow way; else only lengths count
         texts = fleet.cache.exact or (prefix and not fast_prefix)
         self.traffic = Traffic(scenario, texts=texts, synthetic=prefix and fast_prefix)
+        self.stops = SimStops(self, self.traffic.plans)
+        """The run's stop rules; ``stops.reason`` says why one stopped it (empty: none did)."""
+        self.record = self.stops.watching(record)
         self.timeline = Timeline(fleet.timeline_interval)
         self.failures: list[dict] = []
         self.shed = self.lost = self.events_processed = 0
@@ -91,10 +97,12 @@ class Simulator:
             processed = self._loop(heap, pop, push, seq)
         except StopSimulation as stop:  # a watcher has seen enough (``simulate(stop=...)``)
             self.stopped = str(stop)
+        except RunOver:  # a stop rule held and what was under way has ended
+            pass
         finally:
             gc.set_threshold(*thresholds)
         self.events_processed += processed
-        return max(self.now, self.traffic.end_ns)
+        return self.now if self.stops.reason else max(self.now, self.traffic.end_ns)
 
     def _loop(self, heap: list, pop, push, seq) -> int:
         processed = 0
@@ -113,10 +121,13 @@ class Simulator:
 
     def active(self) -> bool:
         """Whether anything may still arrive or wait: self-repeating events stop re-arming after."""
+        if self.stops.reason:
+            return False
         return self.now < self.traffic.end_ns or self.traffic.active or len(self.queue) > 0
 
     def _initial_events(self) -> list[Event]:
         events = self.traffic.start(self)
+        events.extend(self.stops.events())
         for pool in self.pools:
             for _ in range(pool.cfg.replicas):
                 events.extend(pool.spawn(self, ready=True))
@@ -139,6 +150,7 @@ class Simulator:
     def send(self, req: SimRequest) -> Iterable[Event]:
         """A request leaves the client now: cache, router, then a replica or the queue."""
         now = self.now
+        self.open[req] = None
         for pool in self.pools:
             pool.last_activity = now
         self.timeline.arrivals += 1
@@ -227,6 +239,7 @@ class Simulator:
         if req.done:
             return ()
         req.done = True
+        self.open.pop(req, None)
         rep = req.replica
         out = req.outcome
         if req.back:  # everything the replica did reaches the client the way back later
@@ -237,6 +250,7 @@ class Simulator:
                 self.cache.store(req.cache_key, end, req.spec.prompt_tokens + req.tokens)
         self.record(req.meta, out)
         events = list(self.traffic.done(self, req))
+        self.stops.over_if_idle()
         if rep is not None:
             rep.release(req)
             pool: PoolRuntime = rep.pool  # type: ignore[assignment]
