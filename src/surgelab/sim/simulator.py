@@ -27,7 +27,7 @@ from surgelab.sim.prefix import PrefixHasher
 from surgelab.sim.regions import RegionRuntime, outage_events
 from surgelab.sim.replica import DOWN, DRAINING, READY, Replica
 from surgelab.sim.request import SECOND, SimRequest
-from surgelab.sim.router import RouterRuntime, health_check
+from surgelab.sim.router import RouterRuntime, health_check, request_ended
 from surgelab.sim.stopping import RunOver, SimStops
 from surgelab.sim.timeline import Timeline
 from surgelab.sim.traffic import Traffic
@@ -196,6 +196,8 @@ class Simulator:
             rep.crash["lost_routed"] += 1
         req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", self.now)
         self.lost += 1
+        if rep.health is not None and req.replica is None:  # not held there: finish does not see it
+            request_ended(self, rep, False, req.outcome.sent_ns)
         return self.finish(req, self.now)
 
     def rejected(self, req: SimRequest, rep: Replica, exc: RequestRejected) -> Iterable[Event]:
@@ -252,6 +254,8 @@ class Simulator:
         events = list(self.traffic.done(self, req))
         self.stops.over_if_idle()
         if rep is not None:
+            if rep.health is not None:
+                request_ended(self, rep, out.state is State.OK, out.sent_ns)
             rep.release(req)
             pool: PoolRuntime = rep.pool  # type: ignore[assignment]
             pool.last_activity = max(pool.last_activity, self.now)
