@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
+from typer.testing import CliRunner
 
+from surgelab.cli import app
 from surgelab.sim import simulate
 
-from .helpers import fleet, scenario
+from .helpers import TARGET, fleet, scenario
 
 BREAKPOINT = {"type": "breakpoint", "start": 5, "step": 5, "hold": "10s", "max": 100, "stop_when": ["p99(e2e) > 3s"]}
 HEAVY = {"prompt_tokens": 500, "output_tokens": 200}
@@ -41,11 +45,23 @@ def test_a_breakpoint_stops_at_the_end_of_the_step_where_its_condition_held(tmp_
     assert result.summary["stop_reason"] == reason
     assert info["simulated_end_s"] <= stopped + 10  # the grace after the stop, no more
     records = result.run_dir / "records.parquet"
-    import pyarrow.parquet as pq
-
     intended = pq.read_table(records, columns=["intended_ns"])["intended_ns"].to_numpy()
     assert intended.max() <= stopped * 1e9  # nothing sent after the stop
+    assert result.fleet["events"] > result.summary["requests"]["scheduled"]  # the events up to the stop are counted
     _reconciles(result.summary)
+
+
+def test_surgelab_simulate_says_where_and_why_it_stopped(tmp_path):
+    scenario_file, fleet_file = tmp_path / "bp.yaml", tmp_path / "fleet.yaml"
+    scenario_file.write_text(yaml.safe_dump({
+        "name": "bp", "seed": 1, "target": dict(TARGET), "load": {"rate": BREAKPOINT, "duration": "150s"}, "workload": HEAVY,
+    }))  # fmt: skip
+    fleet_file.write_text(yaml.safe_dump({"name": "one", **ONE}))
+    out = CliRunner().invoke(app, ["simulate", str(scenario_file), "--fleet", str(fleet_file), "--out", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["stop_reason"].startswith("breakpoint: ")
+    assert f"stopped at {info['stopped_at_s']:g} s: {info['stop_reason']}" in out.output
 
 
 def test_the_steps_before_the_breaking_one_did_not_hold(tmp_path):

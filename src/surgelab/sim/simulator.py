@@ -90,34 +90,35 @@ class Simulator:
         """Simulate until nothing is left to happen; return the end time (ns)."""
         self.push_all(self._initial_events())
         heap, pop, push, seq = self._heap, heapq.heappop, heapq.heappush, self._seq
-        processed = 0
         thresholds = gc.get_threshold()  # the loop makes many short-lived objects and keeps few: collect less often
         gc.set_threshold(max(thresholds[0], _GC_YOUNG), *thresholds[1:])
         try:
-            processed = self._loop(heap, pop, push, seq)
+            self._loop(heap, pop, push, seq)
         except StopSimulation as stop:  # a watcher has seen enough (``simulate(stop=...)``)
             self.stopped = str(stop)
         except RunOver:  # a stop rule held and what was under way has ended
             pass
         finally:
             gc.set_threshold(*thresholds)
-        self.events_processed += processed
         return self.now if self.stops.reason else max(self.now, self.traffic.end_ns)
 
-    def _loop(self, heap: list, pop, push, seq) -> int:
+    def _loop(self, heap: list, pop, push, seq) -> None:
+        """The events, in order, until none is left or a stop ends the run (counted either way)."""
         processed = 0
-        while heap:
-            time, _, _, event = pop(heap)
-            if event.cancelled:
-                continue
-            self.now, self.current = time, event
-            processed += 1
-            # ``Call.handle``, inlined (one Python call less per event)
-            follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
-            if follows:
-                for follow in follows:
-                    push(heap, (follow.time, follow.rank, next(seq), follow))
-        return processed
+        try:
+            while heap:
+                time, _, _, event = pop(heap)
+                if event.cancelled:
+                    continue
+                self.now, self.current = time, event
+                processed += 1
+                # ``Call.handle``, inlined (one Python call less per event)
+                follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
+                if follows:
+                    for follow in follows:
+                        push(heap, (follow.time, follow.rank, next(seq), follow))
+        finally:
+            self.events_processed += processed
 
     def active(self) -> bool:
         """Whether anything may still arrive or wait: self-repeating events stop re-arming after."""
