@@ -64,7 +64,9 @@ def test_the_seeds_drill_switches_over_alike_live_and_simulated(run, tmp_path) -
               "failures": {"crashes": [{"at": f"{(last_ok_s + crashed_s) / 2:.3f}s"}], "recovery": "60s"}},
              {"name": "backup", "replicas": 1, "profile": "tiny", "weight": 20}]  # fmt: skip
     router = {"policy": "weighted", "health_check": {k: v for k, v in HEALTH.items() if k != "timeout"}}
-    scen = build_scenario({k: v for k, v in data.items() if k not in ("targets", "routing")} | {"routing": {"health": HEALTH}})
+    scen = build_scenario(
+        {k: v for k, v in data.items() if k not in ("targets", "routing")} | {"routing": {"health": HEALTH}}
+    )
     simulated = simulate(scen, build_fleet({"pools": pools, "router": router}), tmp_path / "sim").summary["failover"]
     [sim_switch] = simulated["switch_overs"]
     assert sim_switch["taken_out"]

@@ -19,7 +19,9 @@ def test_every_breakdown_of_a_single_group_run_agrees_with_the_overall_figures(t
     scen = scenario({"rate": 60, "duration": "30s", "warmup": "3s", "max_in_flight": 400},
                     workload={"prompt_tokens": 500, "output_tokens": 200}, slo={"ttft": "2s", "e2e": "6s"},
                     target={**TARGET, "timeouts": {"first_token": "3s", "total": "8s"}})  # fmt: skip
-    summary = simulate(scen, fleet(pools=[{"name": "a", "profile": "llama3-8b-h100", "replicas": 1}]), tmp_path / "r").summary
+    summary = simulate(
+        scen, fleet(pools=[{"name": "a", "profile": "llama3-8b-h100", "replicas": 1}]), tmp_path / "r"
+    ).summary
     states = summary["requests"]["by_state"]
     assert states["ok"] and states["dropped"] and states["timeout"]  # every way of counting is exercised
     overall = summary["goodput"]
@@ -31,4 +33,6 @@ def test_every_breakdown_of_a_single_group_run_agrees_with_the_overall_figures(t
         assert block["goodput"]["requests_per_s"] == pytest.approx(overall["requests_per_s"]), breakdown
         assert block["goodput"]["slo_ms"] == overall["slo_ms"], breakdown
         assert block["requests"]["error_rate"] == pytest.approx(summary["requests"]["error_rate"]), breakdown
-        assert block["throughput"]["requests_per_s"] == pytest.approx(summary["throughput"]["requests_per_s"]), breakdown
+        assert block["throughput"]["requests_per_s"] == pytest.approx(summary["throughput"]["requests_per_s"]), (
+            breakdown
+        )

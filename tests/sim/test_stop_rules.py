@@ -57,7 +57,9 @@ def test_surgelab_simulate_says_where_and_why_it_stopped(tmp_path):
         "name": "bp", "seed": 1, "target": dict(TARGET), "load": {"rate": BREAKPOINT, "duration": "150s"}, "workload": HEAVY,
     }))  # fmt: skip
     fleet_file.write_text(yaml.safe_dump({"name": "one", **ONE}))
-    out = CliRunner().invoke(app, ["simulate", str(scenario_file), "--fleet", str(fleet_file), "--out", str(tmp_path / "r")])
+    out = CliRunner().invoke(
+        app, ["simulate", str(scenario_file), "--fleet", str(fleet_file), "--out", str(tmp_path / "r")]
+    )
     assert out.exit_code == 0, out.output
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     assert info["stop_reason"].startswith("breakpoint: ")
@@ -69,7 +71,9 @@ def test_the_steps_before_the_breaking_one_did_not_hold(tmp_path):
     result, info = _run(tmp_path, scenario({"rate": BREAKPOINT, "duration": "150s"}, workload=HEAVY), ONE)
     step = round(info["stopped_at_s"] / 10)
     earlier = {**BREAKPOINT, "max": 5 + 5 * (step - 2)}  # capped below the breaking level
-    _, before = _run(tmp_path / "capped", scenario({"rate": earlier, "duration": f"{(step - 1) * 10}s"}, workload=HEAVY), ONE)
+    _, before = _run(
+        tmp_path / "capped", scenario({"rate": earlier, "duration": f"{(step - 1) * 10}s"}, workload=HEAVY), ONE
+    )
     assert before["stop_reason"] == "completed"
 
 

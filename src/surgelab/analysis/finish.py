@@ -30,7 +30,9 @@ FLEET_KEYS = ("name", "average_instances", "replica_hours", "cost", "shed", "los
 """What a simulation's summary reports of its fleet.json (and ``caches`` where the fleet has them)."""
 
 
-def finish_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any], records: pa.Table | None = None) -> dict[str, Any]:
+def finish_summary(
+    scenario: Scenario, run_dir: Path, info: dict[str, Any], records: pa.Table | None = None
+) -> dict[str, Any]:
     """Summarise the run directory (or ``records``, its records already in memory) and write ``summary.json``.
 
     Records (and telemetry) parts are merged first. ``info`` is run.json: after a crash it has no

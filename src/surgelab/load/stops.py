@@ -34,7 +34,9 @@ def grace_error(grace_s: float, reason: str) -> str:
 class StopRules:
     """The scenario's rules for ending a run early; ``stop`` hears the first that holds, once."""
 
-    def __init__(self, scenario: Scenario, live: LiveStats, stop: Callable[[str], None], clock: Callable[[], int]) -> None:
+    def __init__(
+        self, scenario: Scenario, live: LiveStats, stop: Callable[[str], None], clock: Callable[[], int]
+    ) -> None:
         self.live, self.clock, self._stop = live, clock, stop
         self.reason: str | None = None
         self.guard = AbortGuard(scenario.guards.abort, scenario.slo, self.stop, clock)
