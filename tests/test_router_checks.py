@@ -42,4 +42,4 @@ def test_a_hung_targets_checks_time_out_on_their_cadence_and_take_it_out() -> No
     assert down.first_failure_s is not None and down.first_failure_s < 0.1, (
         "the failing streak began with the first check"
     )
-    assert router.state["healthy"].up and router.state["healthy"].failures == 0
+    assert router.state["healthy"].up and router.state["healthy"].health.failures == 0

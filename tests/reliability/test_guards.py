@@ -10,10 +10,10 @@ import pytest
 
 from surgelab.aio import run_async
 from surgelab.exposure import exposure_error, is_loopback
+from surgelab.load.guards import AbortGuard
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordMeta
 from surgelab.runner import run_scenario
-from surgelab.runner.guards import AbortGuard
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Abort, Slo
 from surgelab.server.process import ServerProcess, free_port

@@ -113,10 +113,17 @@ def test_with_health_checks_the_router_keeps_sending_into_the_outage_until_it_de
     router = {"policy": "nearest", "health_check": {"interval": "1s", "failures": 2, "recovery": 1}}
     result = run(tmp_path, scen, _two_regions(router, {"at": "5s", "duration": "5s"}, concurrency=4))
     outage = result.fleet["regions"]["near"]["outages"][0]
-    # checks at 5 s and 6 s fail: detected at 6 s; the 10 requests sent meanwhile are refused
-    assert outage["detected_at_s"] == 6.0 and outage["lost_routed"] == 10 and outage["lost_in_flight"] == 2
+    # failed requests count as failed checks do (load.health): the 2 in flight at 5 s fail and take the
+    # region's replica out at once, before the check at 5 s; nothing more is sent into the outage
+    assert outage["detected_at_s"] == 5.0 and outage["lost_routed"] == 0 and outage["lost_in_flight"] == 2
     refused = _records(result).filter(pc.match_substring(_records(result)["error"], "connection refused"))
-    assert refused.num_rows == 10
+    assert refused.num_rows == 0
+    # at 1 req/s nothing is in flight at 5 s: the check at 5 s fails, then the request sent at 5 s is
+    # refused when it gets there (5 ms later): the second failure takes the replica out
+    slow = _two_regions(router, {"at": "5s", "duration": "5s"}, concurrency=4)
+    quiet = run(tmp_path, scenario({"rate": 1, "duration": "20s", "arrival": "constant"}), slow, "quiet")
+    outage = quiet.fleet["regions"]["near"]["outages"][0]
+    assert outage["detected_at_s"] == pytest.approx(5.005) and (outage["lost_routed"], outage["lost_in_flight"]) == (1, 0)
 
 
 BAD = [

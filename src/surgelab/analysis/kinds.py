@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, ttft_values
-from surgelab.analysis.slo import STREAMING_KINDS, fitting, kinds_of, meets_slo, objectives
+from surgelab.analysis.slo import STREAMING_KINDS, fitting, goodput, kinds_of, objectives
 from surgelab.analysis.stats import distribution
 from surgelab.scenario.model import Scenario
 
@@ -105,7 +105,10 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
             block["audio_s_per_s"] = distribution(units["output_units"][ok] / (c.end[ok] - c.sent[ok]), 1)
     if kind == "flow":
         block["steps"] = _step_shares(c, ok, units.steps(), scenario)
-    block["goodput"] = _goodput(c, ok_in_window, measured, window, kind, scenario)
+    # the rows judged as everywhere in the summary; ``slo_ms`` shows the kind's objectives (its own over the
+    # scenario's, those that fit), which its requests meet unless their tier sets its own
+    shown = fitting(objectives(scenario, "", kind), kind, scenario.target.stream)
+    block["goodput"] = goodput(c, measured, ok_in_window, window, scenario, shown)
     return block
 
 
@@ -126,15 +129,3 @@ def _step_shares(c: Any, ok: np.ndarray, steps: list, scenario: Scenario) -> dic
             for i, m in enumerate(means)
         ]
     return result
-
-
-def _goodput(c: Any, ok_in_window: np.ndarray, measured: np.ndarray, window: Any, kind: str, scenario: Scenario) -> dict:
-    """The rows judged as everywhere in the summary (``analysis.slo``); ``slo_ms`` shows the kind's objectives
-    (its own over the scenario's, those that fit), which its requests meet unless their tier sets its own."""
-    ok = measured & c.outcomes.ok
-    good = meets_slo(c, ok_in_window | ok, scenario)
-    applied = fitting(objectives(scenario, "", kind), kind, scenario.target.stream)
-    counted = int((measured & c.outcomes.counted).sum())
-    return {"requests_per_s": window.per_s(float((good & ok_in_window).sum())),
-            "fraction": float((good & ok).sum()) / counted if counted else None,
-            "slo_ms": {k: (v * 1000 if v is not None else None) for k, v in applied.model_dump().items()}}  # fmt: skip

@@ -17,7 +17,7 @@ import numpy as np
 
 from surgelab.scenario.model import Scenario, Slo
 
-__all__ = ["STREAMING_KINDS", "FIRST_TOKEN_KINDS", "objectives", "fitting", "meets_slo", "kinds_of"]
+__all__ = ["STREAMING_KINDS", "FIRST_TOKEN_KINDS", "objectives", "fitting", "meets_slo", "kinds_of", "goodput", "slo_ms"]
 
 STREAMING_KINDS = ("chat", "completions", "vision", "responses", "messages")
 FIRST_TOKEN_KINDS = (*STREAMING_KINDS, "speech", "flow")  # kinds whose records have a first token
@@ -76,3 +76,24 @@ def meets_slo(c: Any, mask: np.ndarray, scenario: Scenario) -> np.ndarray:
                     mean_itl = c.mean_itl() if mean_itl is None else mean_itl
                     good[rows] &= np.nan_to_num(mean_itl[rows], nan=0.0) <= slo.itl
     return good
+
+
+def slo_ms(slo: Slo) -> dict[str, float | None]:
+    return {k: (v * 1000 if v is not None else None) for k, v in slo.model_dump().items()}
+
+
+def goodput(c: Any, measured: np.ndarray, ok_in_window: np.ndarray, window: Any, scenario: Scenario, shown: Slo) -> dict[str, Any]:
+    """The goodput block of one group of rows — the headline's and every breakdown's.
+
+    ``measured``: the group's rows after the warm-up, which the fraction counts (every one that did
+    not succeed against it); ``ok_in_window``: its successes that ended in the window, which the
+    rate counts; ``shown``: the objectives the block reports (``slo_ms``).
+    """
+    ok = measured & c.outcomes.ok
+    good = meets_slo(c, ok_in_window | ok, scenario)  # judged once: rates by window, the fraction by intended time
+    counted = int((measured & c.outcomes.counted).sum())
+    return {
+        "requests_per_s": window.per_s(float((good & ok_in_window).sum())),
+        "fraction": float((good & ok).sum()) / counted if counted else None,
+        "slo_ms": slo_ms(shown),
+    }

@@ -21,7 +21,7 @@ from surgelab.analysis.failover import failover_block, failover_threshold, live_
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcomes_of, ttft_values
-from surgelab.analysis.slo import FIRST_TOKEN_KINDS, kinds_of, meets_slo
+from surgelab.analysis.slo import FIRST_TOKEN_KINDS, goodput, kinds_of, meets_slo, slo_ms
 from surgelab.analysis.start_burst import start_burst
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
@@ -33,7 +33,7 @@ from surgelab.conditions import Threshold
 from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.redact import redact_url
-from surgelab.scenario.model import Scenario, Slo
+from surgelab.scenario.model import Scenario
 
 __all__ = ["RunInfo", "RecordColumns", "summarize", "meets_slo", "SUMMARY_VERSION"]
 
@@ -334,7 +334,6 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
     ok_in_window = is_ok & window.ended(c.end)
     out_tokens = float(np.nansum(c.output[ok_in_window]))
     in_tokens = float(np.nansum(c.prompt[ok_in_window]))
-    good = meets_slo(c, ok_in_window | ok, scenario)  # judged once: rates by window, the fraction by intended time
     n_counted = int(counted.sum())
     timed = measured & c.first_token_rows
     return {
@@ -365,11 +364,7 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
             "ttft": censored_distribution(ttft_values(c, timed, c.sent)),
             "e2e": censored_distribution(e2e_values(c, measured, c.sent)),
         },
-        "goodput": {
-            "requests_per_s": window.per_s(float((good & ok_in_window).sum())),
-            "fraction": float((good & ok).sum()) / n_counted if n_counted else None,
-            "slo_ms": _slo_ms(scenario.slo),
-        },
+        "goodput": goodput(c, measured, ok_in_window, window, scenario, scenario.slo),
         "tokens": {
             "prompt_total": int(np.nansum(c.prompt[ok])),
             "output_total": int(np.nansum(c.output[ok])),
@@ -396,13 +391,9 @@ def _breakdown(
         block = _block(c, labels == label, window(str(label)) if callable(window) else window, scenario)
         del block["tokens"]["usage_source"]
         if tiers:
-            block["goodput"]["slo_ms"] = _slo_ms(scenario.slo_of(str(label)))
+            block["goodput"]["slo_ms"] = slo_ms(scenario.slo_of(str(label)))
         result[str(label)] = block
     return result
-
-
-def _slo_ms(slo: Slo) -> dict[str, float | None]:
-    return {k: (v * 1000 if v is not None else None) for k, v in slo.model_dump().items()}
 
 
 def _lag(c: RecordColumns, rows: np.ndarray) -> dict[str, Any]:

@@ -50,6 +50,9 @@ def simulate_command(
         console.print(
             f"simulated {fleet.name}: {result.fleet['events']:,} events in {result.fleet['wall_s']:.1f} s → {run_dir}"
         )
+        if result.stop_reason != "completed":  # a stop rule held, as it would have in a measured run
+            stopped_at = result.summary["window"]["end_s"]
+            console.print(f"  stopped at {stopped_at:g} s: {result.stop_reason}", highlight=False, markup=False, soft_wrap=True)
         for pool, bar in result.fleet.get("model_error", {}).items():
             console.print(f"  engine model of pool {pool}: {bar['text']}", highlight=False, soft_wrap=True)
         results.append(result)

@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from surgelab.client.network import request_options
+from surgelab.load.health import HealthState
 from surgelab.scenario.model import Health, NamedTarget
 
 __all__ = ["Router", "RouteEvent"]
@@ -51,17 +52,17 @@ class RouteEvent:
 
 @dataclass
 class _State:
-    up: bool = True
-    failures: int = 0  # consecutive
-    passes: int = 0  # consecutive passing checks while down
-    streak_started_s: float | None = None
-    first_failure_s: float | None = None  # the streak's earliest failing send or check start
+    health: HealthState
     sent: int = 0
     failed: int = 0
     lost: int = 0
     streak_requests: int = 0  # requests failed in the current streak: lost if it ends in removal
     rerouted: int = 0  # requests that came here because their own target was down
     switchovers: list[float] = field(default_factory=list)  # first failure → removal, seconds
+
+    @property
+    def up(self) -> bool:
+        return self.health.up
 
 
 class Router:
@@ -70,7 +71,7 @@ class Router:
         self.names = [t.name for t in targets]
         self.weights = [t.weight for t in targets]
         self.seed, self.health, self.failover, self.clock = seed, health, failover, clock
-        self.state = {name: _State() for name in self.names}
+        self.state = {name: _State(HealthState(health.failures, health.recovery)) for name in self.names}
         self.events: list[RouteEvent] = []
 
     def _draw(self, u: float, names: list[str]) -> str:
@@ -101,30 +102,19 @@ class Router:
         return self.clock() / 1e9
 
     def _failure(self, name: str, reason: str, began_s: float) -> None:
-        state = self.state[name]
-        if state.failures == 0:
-            state.streak_started_s, state.first_failure_s = self._now(), began_s
-        state.first_failure_s = min(state.first_failure_s if state.first_failure_s is not None else began_s, began_s)
-        state.failures += 1
-        state.passes = 0
-        if state.up and state.failures >= self.health.failures:
-            state.up = False
+        state, now = self.state[name], self._now()
+        if state.health.failed(now, began_s):
             state.lost += state.streak_requests
             state.streak_requests = 0
-            now = self._now()
-            state.switchovers.append(now - (state.streak_started_s or now))
-            self.events.append(RouteEvent(now, name, "down", reason, state.first_failure_s))
+            state.switchovers.append(now - (state.health.streak_started_s or now))
+            self.events.append(RouteEvent(now, name, "down", reason, state.health.first_failure_s))
 
     def _success(self, name: str, from_check: bool) -> None:
         state = self.state[name]
-        state.failures = state.streak_requests = 0
         if state.up:
-            return
-        if from_check:
-            state.passes += 1
-            if state.passes >= self.health.recovery:
-                state.up, state.passes = True, 0
-                self.events.append(RouteEvent(self._now(), name, "up", f"{self.health.recovery} passing checks"))
+            state.streak_requests = 0
+        if state.health.passed(from_check):
+            self.events.append(RouteEvent(self._now(), name, "up", f"{self.health.recovery} passing checks"))
 
     def observe(self, name: str, ok: bool, error: str | None = None, sent_s: float | None = None) -> None:
         """A request's outcome counts towards its target's health (``sent_s``: when it was sent)."""

@@ -20,11 +20,11 @@ import pyarrow as pa
 from surgelab.client.openai import OpenAIClient
 from surgelab.client.routing import Router
 from surgelab.files import os_error_line
+from surgelab.load.stops import StopRules, grace_error
 from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.record import CUT_SHORT, Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore
 from surgelab.runner.collector import collector_paused, collector_resumed
-from surgelab.runner.guards import AbortGuard
 from surgelab.runner.protocols import Client, ClientFactory, Observer, RecordSink
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
@@ -90,8 +90,8 @@ class Execution:
         self.store: RecordSink = store or RecordStore(run_dir, worker=shard.index if shard.count > 1 else None)
         self.live = live
         self.on_tick = on_tick
-        self.guard = AbortGuard(scenario.guards.abort, scenario.slo, self._guard_stop, self.clock)
-        self.observers = (*observers, self.guard)
+        self.stops = StopRules(scenario, live, self._rule_stop, self.clock)
+        self.observers = (*observers, self.stops)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
         self.client: Client = connect(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
@@ -115,7 +115,7 @@ class Execution:
         """Nanoseconds since the run started, on the monotonic performance counter."""
         return time.perf_counter_ns() - self.t0
 
-    def _guard_stop(self, reason: str) -> None:
+    def _rule_stop(self, reason: str) -> None:
         if not self.stop.requested:  # never turn a stop under way into a hurried one
             self.request_stop(reason)
 
@@ -240,7 +240,7 @@ class Execution:
         interrupted = self.stop.reason.startswith("interrupted")
         if self.stop.hurry or (interrupted and grace_s <= 0):
             return CUT_SHORT
-        return f"no answer within the grace period ({grace_s:g}s after the run stopped: {self.stop.reason}, load.grace)"
+        return grace_error(grace_s, self.stop.reason)
 
     async def flush_loop(self) -> None:
         """Write buffered records off the event loop; a write in progress is never abandoned.

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.load.identity import meta_for
 from surgelab.load.phases import TURN_SHIFT, PhasePlan, open_loop_offsets
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta, RecordStore, recorded_ids
-from surgelab.runner.conversation import meta_for
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 

@@ -21,8 +21,9 @@ from collections import deque
 
 import numpy as np
 
+from surgelab.load.identity import meta_for
 from surgelab.load.phases import PhasePlan, open_loop_offsets
-from surgelab.runner.conversation import converse, meta_for
+from surgelab.runner.conversation import converse
 from surgelab.runner.execution import GRAIN_NS, LEAD_NS, Execution
 
 __all__ = ["run_open_loop"]

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from surgelab.analysis.summary import RunInfo, leak_warnings, summarize
-from surgelab.analysis.trend import memory_trends
-from surgelab.load.inputs import input_report, skipped_warnings
+from surgelab.analysis.finish import finish_summary
+from surgelab.load.inputs import input_report
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.load.ramp_check import ramp_warnings
+from surgelab.load.stops import breakpoints
 from surgelab.metrics.live import LiveSnapshot, LiveStats
-from surgelab.metrics.rundir import add_run_context, prepare_run_dir, run_info, write_run_info, write_summary_file
-from surgelab.metrics.store import PartStore, merge_parts, merge_table_parts, read_table_parts, return_freed_memory
+from surgelab.metrics.rundir import prepare_run_dir, run_info, write_run_info
+from surgelab.metrics.store import PartStore
 from surgelab.runner.closed_loop import run_closed_loop
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Execution, Shard
@@ -33,9 +33,6 @@ from surgelab.runner.open_loop import run_open_loop
 from surgelab.runner.preflight import ready
 from surgelab.runner.protocols import Observer, RecordSink
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.shapes import Breakpoint
-from surgelab.telemetry.derive import memory_series, summarize_telemetry
-from surgelab.telemetry.diagnose import attach_telemetry
 from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, scrape_sources
@@ -103,7 +100,7 @@ async def _execute(
         *([asyncio.create_task(scraper.run())] if scraper is not None else []),
         asyncio.create_task(ex.flush_loop()),
         asyncio.create_task(watch_thresholds(ex, min(p.warmup_end_ns for p in plans))),
-        *(asyncio.create_task(watch_breakpoint(ex, p)) for p in plans if isinstance(p.phase.load.shape, Breakpoint)),
+        *(asyncio.create_task(watch_breakpoint(ex, p)) for p in breakpoints(plans)),
         *([asyncio.create_task(watch_event())] if stop_event is not None else []),
         *([asyncio.create_task(watch_hurry())] if hurry_event is not None else []),
     ]
@@ -190,31 +187,12 @@ def finish(
 
 
 def write_summary(scenario: Scenario, run_dir: Path, info: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json`` from what is on disk: records (and telemetry) parts are merged first.
-
-    Used at the end of every run and by ``surgelab summarize`` after a crash, when ``info``
-    has no stop facts and the records say how far the run got. The run's context (CPU use,
-    client headroom, routing) is what ``run.json`` recorded during the run, wherever this runs.
-    """
-    return_freed_memory()  # a long run's records are read column by column: keep the peak to what is in use
-    merge_parts(run_dir)
-    summary = summarize(run_dir, scenario, RunInfo.from_dict(info))  # read column by column, not as one table
-    if "client" not in info:  # a run directory written before run.json recorded it
+    """``summary.json`` from what is on disk (``analysis.finish``), at the end of every run and by
+    ``surgelab summarize`` after a crash. The run's context (CPU use, client headroom, routing) is
+    what ``run.json`` recorded during the run, wherever this runs."""
+    if "client" not in info and not info.get("simulated"):  # a run directory written before run.json recorded it
         info = {**info, "client": unrecorded_headroom(scenario, int(info.get("workers", 1)))}
-    add_run_context(summary, info)
-    telemetry, servers = {}, {}
-    if (run_dir / "telemetry.parts").is_dir() or (run_dir / "telemetry.parquet").is_file():
-        merge_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
-        table = read_table_parts(run_dir, "telemetry", TELEMETRY_SCHEMA, "seq")
-        end = info.get("stopped_at_s") or summary["duration_s"] + info.get("window_start_s", 0.0)
-        telemetry = summarize_telemetry(table, info.get("window_start_s", 0.0), end)
-        servers = memory_series(table)
-    memory = memory_trends(info.get("cpu"), servers)
-    summary["trends"].update(memory)
-    summary["warnings"] += leak_warnings(memory) + skipped_warnings(info.get("inputs"))
-    attach_telemetry(summary, telemetry, scenario.telemetry.capacity)
-    write_summary_file(run_dir, summary)
-    return summary
+    return finish_summary(scenario, run_dir, info)
 
 
 async def run_shard(

@@ -252,10 +252,11 @@ class Pool(_Model):
 
 
 class HealthCheck(_Model):
-    """Active health checks: a replica is out after ``failures`` failed checks, back after ``recovery`` good ones."""
+    """Active health checks, as a live router's (``load.health``): a replica is out after ``failures`` failures of
+    checks or requests, back after ``recovery`` passing checks."""
 
     interval: PositiveSeconds = 15.0
-    failures: int = Field(3, ge=1, description="Consecutive failed checks that take a replica out.")
+    failures: int = Field(3, ge=1, description="Consecutive failures (checks or requests) that take a replica out.")
     recovery: int = Field(1, ge=1, description="Consecutive passed checks that bring it back.")
     max_switch_over: PositiveSeconds | None = Field(
         None, description="The plan's bound on switch_over_s (crash → detection), e.g. 30s: judged in summary.json's "

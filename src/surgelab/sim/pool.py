@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from surgelab.load.health import HealthState
 from surgelab.sim.autoscaler import Decision, Hpa
 from surgelab.sim.curve import CurveBackend
 from surgelab.sim.events import Call, Event, Rank
@@ -81,6 +82,9 @@ class PoolRuntime:
     def spawn(self, sim: Simulator, ready: bool) -> list[Event]:
         limit = self.cfg.concurrency or (1 if self.cfg.service_time is not None else None)
         rep = Replica(f"{self.name}-{self._serial}", self, self._backend(), limit, sim.now, ready)
+        checks = sim.fleet.router.health_check
+        if checks is not None:
+            rep.health = HealthState(checks.failures, checks.recovery)
         self._serial += 1
         self.replicas.append(rep)
         events: list[Event] = []
@@ -189,6 +193,8 @@ def _ready(sim: Simulator, rep: Replica) -> Iterable[Event]:
         rep.crash["ready_at_s"] = sim.now / SECOND
     if rep.crash is None or sim.fleet.router.health_check is None:
         rep.router_up = True
+        if rep.health is not None:  # new, or back before the router noticed: no streak
+            rep.health.reset()
         if rep.crash is not None:
             rep.crash["back_at_s"] = sim.now / SECOND
             rep.crash = None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from surgelab.engine import Engine, EngineProfile, EngineRequest
+from surgelab.load.health import HealthState
 from surgelab.metrics.record import State
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimRequest
@@ -58,7 +59,7 @@ class Replica:
         self.state = READY if ready else STARTING
         self.outstanding: dict[str, SimRequest] = {}
         self.router_up = ready
-        self.failed_checks = self.passed_checks = 0
+        self.health: HealthState | None = None  # the router's belief from checks and requests (router.health_check)
         self.busy_ns = self.busy_mark = 0
         self.dispatched = 0  # requests sent here since the autoscaler's last sync
         self.received = 0  # requests sent here, ever

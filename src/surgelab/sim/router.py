@@ -14,9 +14,10 @@ Policies (``router.policy``), over the replicas the router believes up and that 
   at 0) while one of their replicas is up in the router's view and has room, least
   outstanding among them; else the next nearest (spill-over when full or down).
 
-Without ``health_check`` the router learns of a crash at once. With it, a crashed replica
-keeps receiving requests (each lost, as ``connection_error``) until ``failures``
-consecutive checks have failed; ``switch_over_s`` = detection − crash. A restarted
+Without ``health_check`` the router learns of a crash at once. With it, the router's view of
+each replica is a live router's (``load.health.HealthState``): a crashed replica keeps receiving
+requests (each lost, as ``connection_error``) until ``failures`` consecutive failures — failed
+checks *and* failed requests — take it out; ``switch_over_s`` = detection − crash. A restarted
 replica returns after ``recovery`` consecutive passed checks.
 """
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from surgelab.sim.pool import PoolRuntime
     from surgelab.sim.simulator import Simulator
 
-__all__ = ["RouterRuntime", "health_check"]
+__all__ = ["RouterRuntime", "health_check", "request_ended"]
 
 
 def _least(replicas: Iterable[Replica]) -> Replica | None:
@@ -106,23 +107,32 @@ def health_check(sim: Simulator) -> Iterable[Event]:
     now_s = sim.now / SECOND
     for pool in sim.pools:
         for rep in pool.replicas:
-            if rep.state == STOPPED:
-                continue
-            if rep.state == READY:
-                rep.passed_checks, rep.failed_checks = rep.passed_checks + 1, 0
-                if not rep.router_up and rep.passed_checks >= cfg.recovery:
-                    rep.router_up = True
-                    if rep.crash is not None:
-                        rep.crash["back_at_s"] = now_s
-                        rep.crash = None
-            else:
-                rep.failed_checks, rep.passed_checks = rep.failed_checks + 1, 0
-                if rep.router_up and rep.failed_checks >= cfg.failures:
-                    rep.router_up = False
-                    if rep.crash is not None and rep.crash["detected_at_s"] is None:
-                        rep.crash["detected_at_s"] = now_s
-                        rep.crash["switch_over_s"] = now_s - rep.crash["at_s"]
+            if rep.state != STOPPED:
+                _verdict(sim, rep, rep.state == READY, True, now_s)
     events: list[Event] = list(sim.dispatch())
     if sim.active():
         events.append(Call(sim.now + round(cfg.interval * SECOND), Rank.CONTROL, health_check))
     return events
+
+
+def request_ended(sim: Simulator, rep: Replica, ok: bool, sent_ns: int | None) -> None:
+    """A request sent to ``rep`` ended: it counts towards the router's view of its health, as a live router's."""
+    _verdict(sim, rep, ok, False, (sent_ns if sent_ns is not None else sim.now) / SECOND)
+
+
+def _verdict(sim: Simulator, rep: Replica, ok: bool, from_check: bool, began_s: float) -> None:
+    """A check's or a request's verdict on ``rep`` through the shared ``HealthState``: out, or back."""
+    health = rep.health
+    assert health is not None
+    now_s = sim.now / SECOND
+    if ok:
+        if health.passed(from_check):
+            rep.router_up = True
+            if rep.crash is not None:
+                rep.crash["back_at_s"] = now_s
+                rep.crash = None
+    elif health.failed(now_s, began_s):
+        rep.router_up = False
+        if rep.crash is not None and rep.crash["detected_at_s"] is None:
+            rep.crash["detected_at_s"] = now_s
+            rep.crash["switch_over_s"] = now_s - rep.crash["at_s"]

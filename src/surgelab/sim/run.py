@@ -20,17 +20,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from surgelab.analysis.failover import simulated_switch_overs
-from surgelab.analysis.summary import RecordColumns, RunInfo, meets_slo, summarize
+from surgelab.analysis.finish import FLEET_FILE, finish_summary
+from surgelab.analysis.summary import RecordColumns, meets_slo
 from surgelab.engine.accuracy import error_bar
 from surgelab.metrics.record import State
-from surgelab.metrics.rundir import (
-    add_run_context,
-    prepare_run_dir,
-    run_info,
-    write_json,
-    write_run_info,
-    write_summary_file,
-)
+from surgelab.metrics.rundir import prepare_run_dir, run_info, write_json, write_run_info
 from surgelab.metrics.store import MetaRow
 from surgelab.scenario.model import Scenario
 from surgelab.sim.cache import memory_traded
@@ -48,6 +42,7 @@ class SimResult:
     run_dir: Path
     summary: dict[str, Any]
     fleet: dict[str, Any]
+    stop_reason: str = "completed"
 
 
 def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = True, fast_prefix: bool | None = None,
@@ -70,24 +65,20 @@ def simulate(scenario: Scenario, fleet: Fleet, run_dir: Path, *, fast: bool = Tr
     end_ns = sim.run()
     wall = time.perf_counter() - wall
     table = recorder.close()
-    reason = f"stopped: {sim.stopped}" if sim.stopped else "completed"
-    stopped_at = sim.now if sim.stopped else max(p.end_ns for p in plans)
+    if sim.stops.reason:  # a stop rule, as in a measured run
+        reason, stopped_at = sim.stops.reason, min(sim.stops.at_ns or 0, max(p.end_ns for p in plans))
+    else:
+        reason = f"stopped: {sim.stopped}" if sim.stopped else "completed"
+        stopped_at = sim.now if sim.stopped else max(p.end_ns for p in plans)
     info.update(stop_reason=reason, stopped_at_s=stopped_at / SECOND, wall_s=wall, simulated_end_s=end_ns / SECOND)
     bound = _switch_over_bound(fleet, scenario)
     if sim.failures or bound is not None:  # judged like a live drill's (analysis.failover)
         info["failover"] = {"switch_overs": simulated_switch_overs(sim.failures, end_ns / SECOND), "bound_s": bound}
     write_run_info(run_dir, info)
     pq.write_table(sim.timeline.table(), run_dir / "fleet.parquet", compression="zstd")
-    summary = summarize(table, scenario, RunInfo.from_dict(info))
-    add_run_context(summary, info)
     report = fleet_report(sim, fleet, end_ns, wall, table, scenario, recorder.count)
-    summary["fleet"] = {k: report[k] for k in ("name", "average_instances", "replica_hours", "cost", "shed", "lost",
-                                                "sla_violations", "cache_hit_rate")}  # fmt: skip
-    if "caches" in report:
-        summary["fleet"]["caches"] = report["caches"]
-    write_summary_file(run_dir, summary)
-    write_json(run_dir / "fleet.json", report)
-    return SimResult(run_dir, summary, report)
+    write_json(run_dir / FLEET_FILE, report)
+    return SimResult(run_dir, finish_summary(scenario, run_dir, info, table), report, reason)
 
 
 def _watched(recorder: Recorder, stop: Callable[[MetaRow, SimOutcome], str | None]):

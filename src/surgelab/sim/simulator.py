@@ -27,7 +27,8 @@ from surgelab.sim.prefix import PrefixHasher
 from surgelab.sim.regions import RegionRuntime, outage_events
 from surgelab.sim.replica import DOWN, DRAINING, READY, Replica
 from surgelab.sim.request import SECOND, SimRequest
-from surgelab.sim.router import RouterRuntime, health_check
+from surgelab.sim.router import RouterRuntime, health_check, request_ended
+from surgelab.sim.stopping import RunOver, SimStops
 from surgelab.sim.timeline import Timeline
 from surgelab.sim.traffic import Traffic
 
@@ -44,9 +45,11 @@ class Simulator:
     def __init__(
         self, scenario: Scenario, fleet: Fleet, record, fast: bool = True, fast_prefix: bool | None = None
     ) -> None:
-        self.scenario, self.fleet, self.record = scenario, fleet, record
+        self.scenario, self.fleet = scenario, fleet
         self.stopped = ""
         """Why a watcher stopped the simulation early (``StopSimulation``); empty when it ran to the end."""
+        self.open: dict[SimRequest, None] = {}
+        """Requests sent and not yet ended, in the order they were sent."""
         self.now = 0
         self.current: Event | None = None
         self._heap: list = []
@@ -65,6 +68,9 @@ class Simulator:
         # prompt texts are built for the response cache, and for prefix hashes the slow way; else only lengths count
         texts = fleet.cache.exact or (prefix and not fast_prefix)
         self.traffic = Traffic(scenario, texts=texts, synthetic=prefix and fast_prefix)
+        self.stops = SimStops(self, self.traffic.plans)
+        """The run's stop rules; ``stops.reason`` says why one stopped it (empty: none did)."""
+        self.record = self.stops.watching(record)
         self.timeline = Timeline(fleet.timeline_interval)
         self.failures: list[dict] = []
         self.shed = self.lost = self.events_processed = 0
@@ -84,39 +90,45 @@ class Simulator:
         """Simulate until nothing is left to happen; return the end time (ns)."""
         self.push_all(self._initial_events())
         heap, pop, push, seq = self._heap, heapq.heappop, heapq.heappush, self._seq
-        processed = 0
         thresholds = gc.get_threshold()  # the loop makes many short-lived objects and keeps few: collect less often
         gc.set_threshold(max(thresholds[0], _GC_YOUNG), *thresholds[1:])
         try:
-            processed = self._loop(heap, pop, push, seq)
+            self._loop(heap, pop, push, seq)
         except StopSimulation as stop:  # a watcher has seen enough (``simulate(stop=...)``)
             self.stopped = str(stop)
+        except RunOver:  # a stop rule held and what was under way has ended
+            pass
         finally:
             gc.set_threshold(*thresholds)
-        self.events_processed += processed
-        return max(self.now, self.traffic.end_ns)
+        return self.now if self.stops.reason else max(self.now, self.traffic.end_ns)
 
-    def _loop(self, heap: list, pop, push, seq) -> int:
+    def _loop(self, heap: list, pop, push, seq) -> None:
+        """The events, in order, until none is left or a stop ends the run (counted either way)."""
         processed = 0
-        while heap:
-            time, _, _, event = pop(heap)
-            if event.cancelled:
-                continue
-            self.now, self.current = time, event
-            processed += 1
-            # ``Call.handle``, inlined (one Python call less per event)
-            follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
-            if follows:
-                for follow in follows:
-                    push(heap, (follow.time, follow.rank, next(seq), follow))
-        return processed
+        try:
+            while heap:
+                time, _, _, event = pop(heap)
+                if event.cancelled:
+                    continue
+                self.now, self.current = time, event
+                processed += 1
+                # ``Call.handle``, inlined (one Python call less per event)
+                follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
+                if follows:
+                    for follow in follows:
+                        push(heap, (follow.time, follow.rank, next(seq), follow))
+        finally:
+            self.events_processed += processed
 
     def active(self) -> bool:
         """Whether anything may still arrive or wait: self-repeating events stop re-arming after."""
+        if self.stops.reason:
+            return False
         return self.now < self.traffic.end_ns or self.traffic.active or len(self.queue) > 0
 
     def _initial_events(self) -> list[Event]:
         events = self.traffic.start(self)
+        events.extend(self.stops.events())
         for pool in self.pools:
             for _ in range(pool.cfg.replicas):
                 events.extend(pool.spawn(self, ready=True))
@@ -139,6 +151,7 @@ class Simulator:
     def send(self, req: SimRequest) -> Iterable[Event]:
         """A request leaves the client now: cache, router, then a replica or the queue."""
         now = self.now
+        self.open[req] = None
         for pool in self.pools:
             pool.last_activity = now
         self.timeline.arrivals += 1
@@ -184,6 +197,8 @@ class Simulator:
             rep.crash["lost_routed"] += 1
         req.outcome.fail(State.CONNECTION_ERROR, f"connection refused: replica {rep.name} is down", self.now)
         self.lost += 1
+        if rep.health is not None and req.replica is None:  # not held there: finish does not see it
+            request_ended(self, rep, False, req.outcome.sent_ns)
         return self.finish(req, self.now)
 
     def rejected(self, req: SimRequest, rep: Replica, exc: RequestRejected) -> Iterable[Event]:
@@ -227,6 +242,7 @@ class Simulator:
         if req.done:
             return ()
         req.done = True
+        self.open.pop(req, None)
         rep = req.replica
         out = req.outcome
         if req.back:  # everything the replica did reaches the client the way back later
@@ -237,7 +253,10 @@ class Simulator:
                 self.cache.store(req.cache_key, end, req.spec.prompt_tokens + req.tokens)
         self.record(req.meta, out)
         events = list(self.traffic.done(self, req))
+        self.stops.over_if_idle()
         if rep is not None:
+            if rep.health is not None:
+                request_ended(self, rep, out.state is State.OK, out.sent_ns)
             rep.release(req)
             pool: PoolRuntime = rep.pool  # type: ignore[assignment]
             pool.last_activity = max(pool.last_activity, self.now)

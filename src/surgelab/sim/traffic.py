@@ -8,7 +8,7 @@ sends when ready, waits for the whole answer, thinks (the same seeded draws as t
 users) and sends again until the phase ends; shaped concurrency activates users below the
 level. Sessions: each turn follows the previous answer after its think time, with the
 history resent. Ids, phases, classes, tiers and warm-up flags are those of a real run
-(``surgelab.runner.conversation.meta_row``); the simulated client never lags, so
+(``surgelab.load.identity.meta_row``); the simulated client never lags, so
 ``sent_ns == intended_ns``.
 """
 
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from surgelab.load.identity import meta_row
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.record import State
-from surgelab.runner.conversation import meta_row
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Steady
 from surgelab.sim.events import Call, Event, Rank
@@ -76,6 +76,7 @@ class Traffic:
         t = scenario.target.timeouts
         self.first_token_ns, self.total_ns = round(t.first_token * SECOND), round(t.total * SECOND)
         self.open_conversations = 0
+        self.stopped = False  # a stop rule held: nothing more is sent
         self.end_ns = max(p.end_ns for p in self.plans)
 
     def planned_peak(self, start_s: float, end_s: float) -> float:
@@ -118,6 +119,8 @@ class Traffic:
     # -- arrivals ---------------------------------------------------------------------------
 
     def _open_arrival(self, sim: Simulator, src: _Source, i: int) -> Iterable[Event]:
+        if self.stopped:
+            return ()
         offsets = src.offsets
         assert offsets is not None
         events: list[Event] = []
@@ -144,10 +147,10 @@ class Traffic:
         return events
 
     def _user_next(self, sim: Simulator, src: _Source, user: int) -> Iterable[Event]:
-        """A dealt user's answer is back: it sends its next waiting request now (dropped after the phase)."""
+        """A dealt user's answer is back: it sends its next waiting request now (dropped after the phase or a stop)."""
         queue = src.waiting[user]
         plan = src.plan
-        if queue and sim.now < plan.end_ns:
+        if queue and sim.now < plan.end_ns and not self.stopped:
             i = queue.popleft()
             self.open_conversations += 1
             return self._turn(sim, _Context(src, i, user, 0, plan.sampler, dealt=True), sim.now)
@@ -160,7 +163,7 @@ class Traffic:
 
     def _user_ready(self, sim: Simulator, src: _Source, user: int, state: tuple) -> Iterable[Event]:
         plan = src.plan
-        if sim.now >= plan.end_ns:
+        if sim.now >= plan.end_ns or self.stopped:
             return ()
         if not src.steady and user >= plan.level_at(sim.now):
             return [Call(sim.now + _NAP_NS, Rank.ARRIVAL, self._user_ready, src, user, state)]
@@ -212,7 +215,7 @@ class Traffic:
         return [Call(max(ready, sim.now), Rank.ARRIVAL, self._user_ready, src, ctx.user, user_state)]
 
     def _next_turn(self, sim: Simulator, ctx: _Context, intended: int) -> Iterable[Event]:
-        return self._turn(sim, ctx, intended)
+        return () if self.stopped else self._turn(sim, ctx, intended)
 
 
 def _answer(sampler: Any, index: int, turn: int, tokens: int) -> str:

@@ -79,7 +79,8 @@ def _simulated(fleet: Fleet) -> LevelRunner:
 
     async def run(scenario: Scenario, run_dir: Path, _stop: asyncio.Event | None, _signals: bool,
                   _observers: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip
-        return {"summary": simulate(scenario, fleet, run_dir).summary, "stop_reason": "completed"}
+        result = simulate(scenario, fleet, run_dir)
+        return {"summary": result.summary, "stop_reason": result.stop_reason}
 
     return run
 

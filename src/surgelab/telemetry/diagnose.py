@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surgelab.analysis.utilization import utilization
+from surgelab.telemetry.utilization import utilization
 
 __all__ = ["diagnose", "attach_telemetry"]
 
@@ -111,7 +111,7 @@ def _lag_culprit(cpu: dict[str, Any] | None) -> str:
 
 
 def attach_telemetry(summary: dict[str, Any], block: dict[str, Any], capacity_rps: float | None = None) -> None:
-    """Add the telemetry block, the utilisation (``analysis.utilization``: with telemetry, or a declared
+    """Add the telemetry block, the utilisation (``telemetry.utilization``: with telemetry, or a declared
     capacity), and the diagnosis to a summary."""
     if block:
         summary["telemetry"] = block

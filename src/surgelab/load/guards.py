@@ -32,7 +32,7 @@ class AbortGuard:
         self.consecutive = 0
         self.succeeded = False  # any request ended well so far
         self.recent: deque[tuple[int, bool]] = deque()  # (end, failed) over the window
-        self.ttft: deque[float] = deque()  # felt latencies in s, NaN when failed; in step with recent
+        self.ttft: deque[float] = deque()  # felt latencies in s, NaN when failed; in step with recent (p99_over_slo)
         self.e2e: deque[float] = deque()
         self.failures = 0  # failed among recent, kept as rows come and go: no pass over the window
         self.tripped: str | None = None
@@ -54,11 +54,10 @@ class AbortGuard:
             self._trip(f"the first {self.consecutive} requests all failed (guards.abort.all_failed: {first_failures}); the last: {why}")
             return
         now = self.clock()
-        ttft = (out.first_token_ns - meta.intended_ns) / SECOND if out.first_token_ns is not None and not failed else np.nan
-        e2e = (out.end_ns - meta.intended_ns) / SECOND if out.end_ns is not None and not failed else np.nan
         self.recent.append((now, failed))
-        self.ttft.append(ttft)
-        self.e2e.append(e2e)
+        if self.abort.p99_over_slo is not None:  # latencies are kept only for the condition that reads them
+            self.ttft.append((out.first_token_ns - meta.intended_ns) / SECOND if out.first_token_ns is not None and not failed else np.nan)
+            self.e2e.append((out.end_ns - meta.intended_ns) / SECOND if out.end_ns is not None and not failed else np.nan)
         self.failures += failed
         if now - self._checked_at >= SECOND // 4:  # the window's figures, four times a second at most
             self._checked_at = now
@@ -66,10 +65,12 @@ class AbortGuard:
 
     def _check_window(self, now: int) -> None:
         horizon = now - int(self.abort.window * SECOND)
+        latencies = self.abort.p99_over_slo is not None
         while self.recent and self.recent[0][0] < horizon:
             self.failures -= self.recent.popleft()[1]
-            self.ttft.popleft()
-            self.e2e.popleft()
+            if latencies:
+                self.ttft.popleft()
+                self.e2e.popleft()
         n = len(self.recent)
         if n < self.abort.min_requests:
             return
