@@ -63,7 +63,7 @@ class DecodeSet:
         seq.last = step - 1
         seq.synced, seq.entry = -1, None
         alloc = seq.alloc
-        blocks = -(-computed // self.block) - len(alloc.shared) - alloc.private  # a decoder holds its context
+        blocks = -(-computed // self.block) - alloc.blocks  # a decoder holds its context
         assert 0 <= blocks <= self.growth.private, "decode-set KV accounting out of step"
         self.growth.private -= blocks
         alloc.private += blocks

@@ -24,7 +24,8 @@ class EngineRequest:
     prompt_tokens: int
     output_tokens: int
     block_hashes: tuple[int, ...] = ()
-    """Chained hash of each full prompt block (``prefix_block_hashes``); empty: no reuse."""
+    """Chained hash of each full prompt block (``prefix_block_hashes``); empty: no reuse. Negative
+    values, last and consecutive, are ids of blocks no other prompt holds (the KV cache keeps them as runs)."""
 
     def validate(self) -> list[str]:
         errors = []

@@ -15,7 +15,9 @@ it. No other request of its class has that prefix (its number is its own); anoth
 or phase's stream would have to repeat those random words, less likely (4096^-8 = 2^-96)
 than two 63-bit hashes colliding, which the definition itself risks. Blocks that end inside
 or just after the unique prefix are hashed: its first digits recur (request i and i + 4096
-have the same first digit), and so do the blocks that end within them.
+have the same first digit), and so do the blocks that end within them. Own ids are negative
+and consecutive, after the hashed blocks: the engines' KV caches keep them as one run a request
+(``engine/kv.py``), not one entry a block.
 """
 
 from __future__ import annotations
