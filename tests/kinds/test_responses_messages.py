@@ -59,19 +59,22 @@ def test_sessions_grow_the_context(server_state, embedded, scenario_for, run, tm
     monkeypatch.setattr(Responses, "body", lambda self, spec: bodies.append(body(self, spec)) or bodies[-1])
     session = {"turns": 3, "previous_response_id": server_state}
     scenario = scenario_for(
-        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 4, "duration": "0.5s"},
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 4, "duration": "1s"},
         workload={"kind": "responses", "prompt_tokens": 10, "output_tokens": 4, "session": session},
         preflight=False,
     )  # fmt: skip
     summary = run(scenario, tmp_path).summary
     records = read_records(tmp_path).to_pylist()  # a session's turns have ids of their own (not 0..n-1)
     assert summary["requests"]["failed"] == 0, [r["error"] for r in records if r["error"]][:3]
-    for rows in _sessions(records):
-        assert [r["turn"] for r in rows] == [1, 2, 3]
-        assert [r["prompt_tokens"] for r in rows] == [10, 10 + 4 + 10, 10 + 4 + 10 + 4 + 10]
+    sessions = _sessions(records)
+    for rows in sessions:  # a turn that would start after the run's end is not sent (a busy machine cuts one short)
+        turns = len(rows)
+        assert [r["turn"] for r in rows] == [1, 2, 3][:turns]
+        assert [r["prompt_tokens"] for r in rows] == [10, 10 + 4 + 10, 10 + 4 + 10 + 4 + 10][:turns]
         assert [r["intended_prompt_tokens"] for r in rows] == [r["prompt_tokens"] for r in rows]
+    assert any(len(rows) == 3 for rows in sessions), "the first session has the time for its three turns"
     later = [b for b in bodies if isinstance(b["input"], list) or "previous_response_id" in b]
-    assert len(later) == 2 * len(_sessions(records)), "turns 2 and 3 of each session"
+    assert len(later) == sum(len(rows) - 1 for rows in sessions), "every turn after the first"
     if server_state:  # only the new message goes, beside the id of the answer before it
         assert all(isinstance(b["input"], str) and b["previous_response_id"].startswith("resp_") for b in later)
     else:
