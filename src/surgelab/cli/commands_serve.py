@@ -46,6 +46,7 @@ def serve_command(
     max_num_seqs: int | None = _engine_override("Override: most sequences in the running batch."),
     kv_capacity: int | None = _engine_override("Override: KV-cache capacity in tokens."),
     max_batched_tokens: int | None = _engine_override("Override: token budget per step."),
+    max_model_len: int | None = _engine_override("Override: longest prompt plus output, in tokens (long-context presets)."),
     prefix_caching: bool = typer.Option(
         True,
         "--prefix-caching/--no-prefix-caching",
@@ -84,6 +85,7 @@ def serve_command(
         "max_num_seqs": max_num_seqs,
         "kv_capacity_tokens": kv_capacity,
         "max_batched_tokens": max_batched_tokens,
+        "max_model_len": max_model_len,
     }
     from surgelab.exposure import exposure_error, token_from_env
 
