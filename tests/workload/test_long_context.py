@@ -15,7 +15,8 @@ from surgelab.cli import app
 from surgelab.scenario.loader import build_scenario
 from surgelab.scenario.model import Workload
 from surgelab.server.process import ServerProcess
-from surgelab.sim import build_fleet, fleet_context_warnings, simulate
+from surgelab.sim import build_fleet, simulate
+from surgelab.sim.loader import fleet_context_warnings
 from surgelab.sim.prefix import reference_hashes
 from surgelab.tokenizer import BuiltinTokenizer
 from surgelab.workload.prompts import PromptFactory, WorkloadSampler

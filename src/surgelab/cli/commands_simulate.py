@@ -25,7 +25,8 @@ def simulate_command(
     from surgelab.metrics.rundir import RunDirError, write_json
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, finalize_run
-    from surgelab.sim import FleetError, comparison_rows, fleet_context_warnings, load_fleet, simulate
+    from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
+    from surgelab.sim.loader import fleet_context_warnings
 
     scenario = load_or_exit(scenario_file, {})
     inputs_or_exit(scenario, scenario_file, warn)

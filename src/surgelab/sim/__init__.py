@@ -7,7 +7,7 @@ writes the same run directory a measured run does (plus the fleet timeline and c
 
 from surgelab.sim.autoscaler import Hpa
 from surgelab.sim.fleet import Fleet
-from surgelab.sim.loader import FleetError, build_fleet, fleet_context_warnings, fleet_error_bar, load_fleet
+from surgelab.sim.loader import FleetError, build_fleet, fleet_error_bar, load_fleet
 from surgelab.sim.run import SimResult, comparison_rows, simulate
 
-__all__ = ["Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "fleet_context_warnings", "fleet_error_bar", "load_fleet", "simulate"]
+__all__ = ["Fleet", "FleetError", "Hpa", "SimResult", "build_fleet", "comparison_rows", "fleet_error_bar", "load_fleet", "simulate"]
