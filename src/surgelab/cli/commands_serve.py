@@ -40,6 +40,9 @@ def serve_command(
     profile: str = typer.Option("llama3-8b-h100", help="Profile name or a .yaml/.json file."),
     model: str | None = typer.Option(None, help="Model name to serve (default: the profile's)."),
     seed: int = typer.Option(0, help="Seed for output lengths, text and faults."),
+    session_header: str = typer.Option(
+        "X-Session-ID", help="Echo this request header in the answer and count the requests carrying it (sessions pinned by a router)."
+    ),
     typical_output_tokens: int = typer.Option(
         128, min=1, help="Median output length when the caller does not force one."
     ),
@@ -113,6 +116,7 @@ def serve_command(
             seed=seed,
             prefix_caching=prefix_caching,
             typical_output_tokens=typical_output_tokens,
+            session_header=session_header,
             faults=FaultConfig.from_mapping(knobs),
             token=token,
             tls_cert=str(tls_cert) if tls_cert else None,
