@@ -136,3 +136,16 @@ def test_the_embedded_server_serves_a_200k_prompt_when_its_max_model_len_allows(
     with ServerProcess() as server:  # tiny's own 32,768: the error a real server gives
         status, reply = _post(server.base_url + "/completions", body)
         assert status == 400 and reply["error"]["code"] == "context_length_exceeded", reply
+
+
+def test_the_pre_flight_warns_when_a_preset_exceeds_the_served_max_model_len(tmp_path, run, capsys):
+    with ServerProcess() as server:  # tiny serves 32,768 tokens; /models says so, as vLLM's does
+        scen = build_scenario({"target": {"url": server.base_url}, "load": {"rate": 1, "duration": "1s"},
+                               "workload": {"preset": "long-100k"}})  # fmt: skip
+        result = run(scen, tmp_path / "run")
+    said = capsys.readouterr().err
+    assert (
+        "pre-flight: warning: class default: preset long-100k asks for up to 100,128 tokens (100,000 prompt + 128 "
+        f"output), more than the max_model_len {server.base_url} serves 'surgelab-tiny' with (32,768)"
+    ) in said
+    assert result.summary["requests"]["by_state"]["http_error"] == result.summary["requests"]["scheduled"] > 0

@@ -2,8 +2,9 @@
 
 A long-context preset (``preset: long-200k``) against a model of 131,072 positions makes every
 request a ``context_length_exceeded``: the run would measure errors. The model's context is known
-when the target names a catalogued model (``target.model``, its ``max_position_embeddings``) or,
-in a simulation, from each pool's engine (``max_model_len``); otherwise nothing is said. A class is
+when the target names a catalogued model (``target.model``, its ``max_position_embeddings``), when
+its ``/models`` lists a ``max_model_len`` (the pre-flight), or, in a simulation, from each pool's
+engine (``max_model_len``); otherwise nothing is said. A class is
 checked at the longest it can ask for: a fixed length, or the top of a bounded distribution.
 """
 
