@@ -34,6 +34,7 @@ from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.redact import redact_url
 from surgelab.scenario.model import Scenario
+from surgelab.workload.context import context_warnings
 
 __all__ = ["RunInfo", "RecordColumns", "summarize", "meets_slo", "SUMMARY_VERSION"]
 
@@ -244,7 +245,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     )
     warnings = (summary["prompt_lengths"].pop("warning"), tls, insecure, summary["rate_limits"]["verdict"], resent)
     summary["warnings"] = [w for w in warnings if w]
-    summary["warnings"] += ramp_warnings(scenario) + leak_warnings(summary["trends"])
+    summary["warnings"] += ramp_warnings(scenario) + context_warnings(scenario) + leak_warnings(summary["trends"])
     summary["warnings"] += buffering_warnings(summary["streaming"])
     uncounted = uncounted_tokens_warning(c, ok, summary["latency_ms"], scenario.tokenizer)
     summary["warnings"] += [uncounted] if uncounted else []

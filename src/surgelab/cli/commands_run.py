@@ -327,11 +327,12 @@ def validate(scenario_file: Path = typer.Argument(..., metavar="SCENARIO")) -> N
     from surgelab.cli.resolved import resolved_lines
     from surgelab.load.ramp_check import ramp_warnings
     from surgelab.redact import redact_url
+    from surgelab.workload.context import context_warnings
 
     print(f"{scenario_file}: ok — {scenario.name} against {redact_url(scenario.target.base_url)} — {phases}")
     for line in resolved_lines(scenario):  # every target's timeouts and the health checks, as they resolved
         print(line)
-    for warning in ramp_warnings(scenario):
+    for warning in ramp_warnings(scenario) + context_warnings(scenario):
         print(f"warning: {warning}")
 
 

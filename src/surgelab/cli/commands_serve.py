@@ -40,12 +40,16 @@ def serve_command(
     profile: str = typer.Option("llama3-8b-h100", help="Profile name or a .yaml/.json file."),
     model: str | None = typer.Option(None, help="Model name to serve (default: the profile's)."),
     seed: int = typer.Option(0, help="Seed for output lengths, text and faults."),
+    session_header: str = typer.Option(
+        "X-Session-ID", help="Echo this request header in the answer and count the requests carrying it (sessions pinned by a router)."
+    ),
     typical_output_tokens: int = typer.Option(
         128, min=1, help="Median output length when the caller does not force one."
     ),
     max_num_seqs: int | None = _engine_override("Override: most sequences in the running batch."),
     kv_capacity: int | None = _engine_override("Override: KV-cache capacity in tokens."),
     max_batched_tokens: int | None = _engine_override("Override: token budget per step."),
+    max_model_len: int | None = _engine_override("Override: longest prompt plus output, in tokens (long-context presets)."),
     prefix_caching: bool = typer.Option(
         True,
         "--prefix-caching/--no-prefix-caching",
@@ -84,6 +88,7 @@ def serve_command(
         "max_num_seqs": max_num_seqs,
         "kv_capacity_tokens": kv_capacity,
         "max_batched_tokens": max_batched_tokens,
+        "max_model_len": max_model_len,
     }
     from surgelab.exposure import exposure_error, token_from_env
 
@@ -111,6 +116,7 @@ def serve_command(
             seed=seed,
             prefix_caching=prefix_caching,
             typical_output_tokens=typical_output_tokens,
+            session_header=session_header,
             faults=FaultConfig.from_mapping(knobs),
             token=token,
             tls_cert=str(tls_cert) if tls_cert else None,

@@ -26,6 +26,7 @@ def simulate_command(
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, finalize_run
     from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
+    from surgelab.sim.loader import fleet_context_warnings
 
     scenario = load_or_exit(scenario_file, {})
     inputs_or_exit(scenario, scenario_file, warn)
@@ -35,6 +36,8 @@ def simulate_command(
             fleets.append(load_fleet(path))
         except FleetError as exc:
             raise fail(str(exc)) from None
+    for warning in (w for fleet in fleets for w in fleet_context_warnings(scenario, fleet)):
+        warn(f"warning: {warning}")
     names = [f.name for f in fleets]
     if len(set(names)) != len(names):
         raise fail(f"--fleet: fleet names must differ to compare them, got {names}")

@@ -10,6 +10,7 @@ target's endpoint (docs/kinds.md).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -66,7 +67,10 @@ class OpenAIClient:
         out.prompt_tokens = out.intended_prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
         out.input_units = spec.input_units
         handler = self.kinds[kind]
-        await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read, at_ns)
+        call = handler.call(spec)
+        if self.target.session_header and spec.session >= 0:  # for a router that pins sessions
+            call = replace(call, headers={**call.headers, self.target.session_header: str(spec.session)})
+        await self.retrier.exchange(self.transport, call, out, handler.read, at_ns)
         if not spec.keep_text:
             out.text = None
 

@@ -176,6 +176,8 @@ class Execution:
         self.live.on_send(self.clock())
         if self.keep_text and not spec.keep_text:
             spec = replace(spec, keep_text=True)
+        if meta.session != spec.session:  # what target.session_header sends
+            spec = replace(spec, session=meta.session)
         client, target = self.client, ""
         if self.router is not None:
             target = out.target = self.router.pick(meta.id)

@@ -36,6 +36,7 @@ from surgelab.redact import redact_text, redact_url
 from surgelab.runner.tokenizer import with_tokenizer
 from surgelab.scenario.model import Scenario, Target, Timeouts
 from surgelab.tokenizer import BuiltinTokenizer
+from surgelab.workload.context import context_warnings
 from surgelab.workload.request import RequestSpec
 
 __all__ = ["PreflightFailed", "preflight", "ready", "preflight_request", "EXIT_PREFLIGHT", "LISTING_TIMEOUT_S", "REQUEST_TIMEOUT_S"]
@@ -45,6 +46,10 @@ LISTING_TIMEOUT_S = 10.0  # GET /models: a target that cannot list its models th
 REQUEST_TIMEOUT_S = 30.0  # the one real request (first token and total), at most
 _MAX_TOKENS = 1  # the real request asks for one output token: quick, and still a real answer
 _LISTING_BYTES = 1 << 20
+
+
+Served = Callable[[int, str], None]
+"""Told a model's context as its server lists it, and where that was read."""
 
 
 class PreflightFailed(RuntimeError):
@@ -63,9 +68,14 @@ async def preflight(scenario: Scenario, api_key: str | None = None, quiet: bool 
     if not scenario.preflight:  # the model is then required (Scenario checks it)
         return scenario.mark_preflight_done()
     spec = preflight_request(scenario)
+
+    def too_long(limit: int, where: str) -> None:  # the served context, where /models names it (vLLM, surgelab serve)
+        for warning in context_warnings(scenario, limit, where):
+            say(f"warning: {warning}")
+
     if scenario.targets:
-        return await _many(scenario, spec, say)
-    target = await _check(scenario.target, api_key, spec, say)
+        return await _many(scenario, spec, say, too_long)
+    target = await _check(scenario.target, api_key, spec, say, too_long)
     return scenario.model_copy(update={"target": target}).mark_preflight_done()
 
 
@@ -75,11 +85,11 @@ def _targets(scenario: Scenario, api_key: str | None) -> list[tuple[Target, str 
     return [(t, os.environ.get(t.api_key_env) if t.api_key_env else None) for t in scenario.targets]
 
 
-async def _many(scenario: Scenario, spec: RequestSpec, say: Callable[[str], None]) -> Scenario:
+async def _many(scenario: Scenario, spec: RequestSpec, say: Callable[[str], None], too_long: Served) -> Scenario:
     """Compare mode: every target must answer. Route mode: one is enough (failover is what is tested), the rest are named."""
     named = scenario.targets or []
     results = await asyncio.gather(
-        *(_check(t, key, spec, say) for t, key in _targets(scenario, None)), return_exceptions=True
+        *(_check(t, key, spec, say, too_long) for t, key in _targets(scenario, None)), return_exceptions=True
     )
     failed = [(t.name, r) for t, r in zip(named, results) if isinstance(r, PreflightFailed)]
     for r in results:
@@ -123,8 +133,11 @@ def _bounded(target: Target) -> Target:
     return target.model_copy(update={"timeouts": timeouts, "retry": None})
 
 
-async def _check(target: Target, api_key: str | None, spec: RequestSpec, say: Callable[[str], None]) -> Target:
-    """One target: its models, then one real request. Returns the target with its model resolved."""
+async def _check(
+    target: Target, api_key: str | None, spec: RequestSpec, say: Callable[[str], None], too_long: Served | None = None
+) -> Target:
+    """One target: its models, then one real request. Returns the target with its model resolved;
+    ``too_long`` is told the model's context where the listing gives it (``max_model_len``)."""
     base = redact_url(target.base_url)
     started = time.perf_counter_ns()
 
@@ -133,7 +146,8 @@ async def _check(target: Target, api_key: str | None, spec: RequestSpec, say: Ca
 
     bounded = _bounded(target)
     async with Transport(bounded, clock, api_key, pool_size=1) as transport:
-        models = await _models(transport, target, base)
+        listed = await _models(transport, target, base)
+    models = None if listed is None else [str(m["id"]) for m in listed]
     model = target.model
     if not model:
         if not models:
@@ -149,6 +163,9 @@ async def _check(target: Target, api_key: str | None, spec: RequestSpec, say: Ca
             )
         model = models[0]
         say(f"{base} serves one model, {model!r}: using it")
+    served = next((m.get("max_model_len") for m in listed or () if str(m["id"]) == model), None)
+    if too_long is not None and isinstance(served, int) and not isinstance(served, bool) and served > 0:
+        too_long(served, f"the max_model_len {base} serves {model!r} with")
     checked = bounded.model_copy(update={"model": model})
     out = Outcome()
     async with OpenAIClient(checked, clock, BuiltinTokenizer(), api_key, pool_size=1) as client:
@@ -165,8 +182,8 @@ async def _check(target: Target, api_key: str | None, spec: RequestSpec, say: Ca
     return target.model_copy(update={"model": model})
 
 
-async def _models(transport: Transport, target: Target, base: str) -> list[str] | None:
-    """The model ids ``GET /models`` lists; None when there is no such route (404, 405) or no list in the answer."""
+async def _models(transport: Transport, target: Target, base: str) -> list[dict[str, Any]] | None:
+    """The models ``GET /models`` lists (each with its ``id``); None when there is no such route (404, 405) or no list in the answer."""
     got: list[bytes] = []
 
     async def read(resp: Response, out: Outcome, first: Callable[[], None]) -> None:
@@ -187,10 +204,10 @@ async def _models(transport: Transport, target: Target, base: str) -> list[str] 
         if out.state is State.CONNECTION_ERROR and "ServerDisconnected" in (out.error or ""):
             what = "no answer to GET /models"  # it connected, then hung up
         raise PreflightFailed(f"{base}: {what}: {_said(out)}")
-    return _ids(got[0] if got else b"")
+    return _listed(got[0] if got else b"")
 
 
-def _ids(body: bytes) -> list[str] | None:
+def _listed(body: bytes) -> list[dict[str, Any]] | None:
     try:
         data: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -198,7 +215,7 @@ def _ids(body: bytes) -> list[str] | None:
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return None
-    return [str(m["id"]) for m in items if isinstance(m, dict) and m.get("id") is not None]
+    return [m for m in items if isinstance(m, dict) and m.get("id") is not None]
 
 
 def _choices(models: list[str] | None) -> str:

@@ -37,6 +37,7 @@ from surgelab.telemetry.nvml import open_nvml
 from surgelab.telemetry.samples import TELEMETRY_SCHEMA
 from surgelab.telemetry.scrape import Scraper, scrape_sources
 from surgelab.units import SECOND
+from surgelab.workload.context import context_warnings
 
 __all__ = [
     "RunResult", "run_scenario", "run_shard", "prepare", "finish", "write_summary", "with_salt", "telemetry_scraper",
@@ -237,7 +238,7 @@ async def run_scenario(
     keep_text: bool = False,
 ) -> RunResult:
     """Run ``scenario`` in this process and leave records, summary and resolved scenario in ``run_dir``."""
-    for warning in ramp_warnings(scenario):  # said before the load, and kept in summary.json's warnings
+    for warning in ramp_warnings(scenario) + context_warnings(scenario):  # said before the load, and kept in summary.json's warnings
         print(f"warning: {warning}", file=sys.stderr)
     scenario = await ready(with_salt(scenario), api_key)
     with CpuWatch() as cpu:

@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 from surgelab.httpfields import VALUE_RULE, header_name_problem, header_value_problem
 from surgelab.units import parse_duration
 
-__all__ = ["ScenarioModel", "Seconds", "PositiveSeconds", "Headers", "NO_ECHO"]
+__all__ = ["ScenarioModel", "Seconds", "PositiveSeconds", "Headers", "HeaderName", "NO_ECHO"]
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
@@ -33,7 +33,8 @@ def _header_value(value: str) -> str:
     return value
 
 
-Headers = dict[Annotated[str, AfterValidator(_header_name)], Annotated[str, AfterValidator(_header_value)]]
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+Headers = dict[HeaderName, Annotated[str, AfterValidator(_header_value)]]
 """HTTP headers as written in a scenario: checked here, so a bad one is named with its line, not sent."""
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
-from surgelab.scenario.base import Headers, PositiveSeconds, ScenarioModel, Seconds
+from surgelab.scenario.base import HeaderName, Headers, PositiveSeconds, ScenarioModel, Seconds
 from surgelab.units import parse_ratio
 
 __all__ = [
@@ -106,6 +106,10 @@ class Target(ScenarioModel):
     stream: bool = Field(True, description="Stream with SSE (needed for TTFT and ITL).")
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key.")
     headers: Headers = Field(default_factory=dict, description="Extra HTTP headers (one line of ASCII text each).")
+    session_header: HeaderName | None = Field(
+        None, description="Send this header, e.g. X-Session-ID, on every request of a multi-turn session with the "
+        "session's id (the records' session column), for a router that pins sessions to replicas; off when unset.",
+    )  # fmt: skip
     force_output_tokens: bool = Field(
         True,
         description="Send ignore_eos and min_tokens so outputs have exactly the requested length (vLLM, SGLang, llama.cpp, surgelab serve). Turn off for APIs that reject unknown fields.",

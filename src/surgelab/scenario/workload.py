@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from surgelab.files import scenario_path
 from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
+from surgelab.scenario.presets import LENGTHS, Preset, with_preset
 from surgelab.scenario.slo import Slo
 from surgelab.traces import Trace, read_trace_cached
 
@@ -152,6 +153,10 @@ class RequestClass(ScenarioModel):
     endpoint: Literal["chat", "completions", "embeddings"] | None = Field(
         None, description="Overrides target.endpoint for this class (embeddings: the prompt is the input)."
     )
+    preset: Preset | None = Field(
+        None, description="Named lengths (docs/workload.md#long-context-presets): long-8k, long-32k, long-100k or long-200k prompt "
+        "tokens (k = 1000) with 128 output tokens; prompt_tokens or output_tokens given beside it win.",
+    )
     prompt_tokens: TokenCount = Field(256, description="Prompt length in tokens (built-in tokenizer).")
     output_tokens: TokenCount = Field(128, description="max_tokens of each request.")
     unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
@@ -184,6 +189,11 @@ class RequestClass(ScenarioModel):
     flow: list[RequestClass] | None = Field(
         None, min_length=1, description="Flow: the steps of one user action, sent one after the other (each a class without weight)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        return with_preset(data)
 
     @model_validator(mode="after")
     def _kind_fields(self) -> RequestClass:
@@ -227,6 +237,15 @@ class RequestClass(ScenarioModel):
 _CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
 
 
+def _inherited(defaults: dict[str, Any], request_class: Any) -> Any:
+    """A mix class with the workload's fields it does not set; its own preset's lengths beat inherited ones."""
+    if not isinstance(request_class, dict):
+        return request_class
+    if "preset" in request_class:
+        defaults = {k: v for k, v in defaults.items() if k not in LENGTHS}
+    return {**defaults, **request_class}
+
+
 class Workload(RequestClass):
     """What each request asks for: one class, or a weighted ``mix`` of classes.
 
@@ -245,7 +264,7 @@ class Workload(RequestClass):
     def _inherit(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("mix"), list):
             defaults = {k: v for k, v in data.items() if k in _CLASS_FIELDS}
-            data = {**data, "mix": [{**defaults, **c} if isinstance(c, dict) else c for c in data["mix"]]}
+            data = {**data, "mix": [_inherited(defaults, c) for c in data["mix"]]}
         return data
 
     @model_validator(mode="after")

@@ -101,6 +101,7 @@ class InferenceServer:
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
+        app.on_response_prepare.append(self._echo_session)
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         self.app = app
@@ -111,6 +112,14 @@ class InferenceServer:
 
     async def _stop(self, _app: web.Application) -> None:
         await self.driver.close()
+
+    async def _echo_session(self, request: web.Request, response: web.StreamResponse) -> None:
+        """The session header, as the client sent it, back on the answer: a test or a proxy sees what arrived."""
+        name = self.config.session_header
+        value = request.headers.get(name) if name else None
+        if value is not None:
+            response.headers[name] = value
+            self.metrics.session_requests.inc()
 
     async def health(self, _request: web.Request) -> web.Response:
         await self.faults.hang_if_stalled()

@@ -123,6 +123,8 @@ class ServerConfig:
     typical_output_tokens: int = 128
     """Median of the output lengths the server picks when the caller does not force one."""
     embedding_dim: int = 384
+    session_header: str = "X-Session-ID"
+    """A request header echoed in the answer (and counted): what a client pinning sessions sends."""
     faults: FaultConfig = field(default_factory=FaultConfig)
     token: str | None = None
     """When set, every request but GET /health needs ``Authorization: Bearer TOKEN``."""

@@ -45,6 +45,9 @@ class ServerMetrics:
         self.preemptions = make(Counter, "vllm:num_preemptions", "Preemptions (recompute).")
         self.cache_queries = make(Counter, "vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.")
         self.cache_hits = make(Counter, "vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.")
+        self.session_requests = make(
+            Counter, "surgelab:session_requests", "Requests carrying the session header (surgelab serve --session-header)."
+        )
         self.ttft = make(
             Histogram, "vllm:time_to_first_token_seconds", "Time to first token in seconds.", buckets=_TTFT_BUCKETS
         )

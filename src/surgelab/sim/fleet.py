@@ -271,6 +271,10 @@ class Router(_Model):
         "nearest: the lowest-rtt region with a replica up and with room, else the next.",
     )
     health_check: HealthCheck | None = Field(None, description="Without it the router knows every crash at once.")
+    affinity: Literal["session"] | None = Field(
+        None, description="session: a multi-turn session's requests go to the replica of its first while it is "
+        "routable, as a router pinning sessions by header does (target.session_header); the policy picks the first.",
+    )  # fmt: skip
 
 
 class Admission(_Model):

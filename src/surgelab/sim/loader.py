@@ -12,10 +12,12 @@ from pydantic import ValidationError
 from surgelab.engine import EngineProfile, ProfileError, load_profile
 from surgelab.engine.accuracy import ErrorBar, error_bar
 from surgelab.scenario.loader import ScenarioError, describe_error, field_path, line_of
+from surgelab.scenario.model import Scenario
 from surgelab.sim.fleet import Fleet
+from surgelab.workload.context import context_warnings
 from surgelab.yamlfile import read_yaml
 
-__all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile", "fleet_error_bar"]
+__all__ = ["FleetError", "load_fleet", "build_fleet", "pool_profile", "fleet_error_bar", "fleet_context_warnings"]
 
 
 _NAMED = re.compile(r"^([a-z_]+(?:\[\d+\]|\.[a-z_]+)*): (.+)$", re.S)
@@ -89,3 +91,15 @@ def fleet_error_bar(fleet: Fleet) -> ErrorBar | None:
     """The engine model's measured error for the least sure of the fleet's engine pools (None: no physics profile)."""
     bars = [bar for pool in fleet.pools if pool.profile and (bar := error_bar(pool_profile(pool.profile)))]
     return max(bars, key=lambda b: b.e2e, default=None)
+
+
+def fleet_context_warnings(scenario: Scenario, fleet: Fleet) -> list[str]:
+    """The scenario's classes too long for an engine pool's max_model_len (its requests would all be 400s)."""
+    return [
+        warning
+        for pool in fleet.pools
+        if pool.profile
+        for warning in context_warnings(
+            scenario, pool_profile(pool.profile).max_model_len, f"max_model_len of pool {pool.name} in fleet {fleet.name}"
+        )
+    ]

@@ -158,6 +158,8 @@ def fleet_report(
         extra["caches"] = [memory_traded("response", sim.cache, engines[0] if engines else None, _mean_context(table))]
     if sim.regions:
         extra["regions"] = _regions(sim)
+    if sim.affinity is not None:
+        extra["affinity"] = sim.affinity.report()
     bars = {pool.name: bar.to_dict() for pool in sim.pools if pool.profile and (bar := error_bar(pool.profile))}
     if bars:  # how sure the engine model is, for each pool it times
         extra["model_error"] = bars
@@ -190,6 +192,8 @@ def _config(fleet: Fleet) -> dict[str, Any]:
     for pool in data["pools"]:
         if pool["region"] is None:
             del pool["region"]
+    if data["router"]["affinity"] is None:
+        del data["router"]["affinity"]
     cache = data["cache"]
     if cache["memory_gb"] is None and cache["min_hit_rate"] == 0.2:
         del cache["memory_gb"], cache["min_hit_rate"]

@@ -19,6 +19,7 @@ from surgelab.engine import RequestRejected
 from surgelab.metrics.record import State
 from surgelab.scenario.model import Scenario
 from surgelab.sim.admission import AdmissionQueue
+from surgelab.sim.affinity import SessionAffinity
 from surgelab.sim.cache import ResponseCache, prompt_key
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fleet import Fleet
@@ -61,6 +62,7 @@ class Simulator:
                 pool.region = self.regions[pool.cfg.region]
                 pool.region.pools.append(pool)
         self.router = RouterRuntime(fleet.router, self.pools)
+        self.affinity = SessionAffinity(self.router.pick) if fleet.router.affinity == "session" else None
         self.queue = AdmissionQueue(fleet.admission)
         self.cache = ResponseCache(fleet.cache)
         prefix = fleet.cache.prefix
@@ -167,7 +169,7 @@ class Simulator:
         if self._hasher is not None:
             req.hashes = self._hasher.hashes(req.spec, req.made)
         req.priority = self.queue.priority_of(req.meta.tier)
-        rep = self.router.pick() if not self.queue.depth else None
+        rep = self._route(req) if not self.queue.depth else None
         if rep is not None:
             return self._deliver(req, rep)
         events: list[Event] = [e for pool in self.pools for e in pool.wake(self)]
@@ -179,6 +181,12 @@ class Simulator:
         if shed is not req:
             events.extend(self.dispatch())
         return events
+
+    def _route(self, req: SimRequest | None) -> Replica | None:
+        """The replica the router sends ``req`` to: the policy's, or its session's (``router.affinity``)."""
+        if self.affinity is None or req is None:
+            return self.router.pick()
+        return self.affinity.pick(req)
 
     def _deliver(self, req: SimRequest, rep: Replica) -> Iterable[Event]:
         region = rep.pool.region  # type: ignore[attr-defined]
@@ -223,7 +231,7 @@ class Simulator:
         """Serve the admission queue while the router finds replicas with room."""
         events: list[Event] = []
         while len(self.queue):
-            rep = self.router.pick()
+            rep = self._route(self.queue.peek()) if self.affinity is not None else self.router.pick()
             if rep is None:
                 break
             req = self.queue.pop()

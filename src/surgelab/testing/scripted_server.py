@@ -24,7 +24,8 @@ Run it with ``python -m surgelab.testing.scripted_server --port 0``; it prints
 ``listening on http://127.0.0.1:PORT`` once it accepts connections. ``GET /stats`` tells how
 many completion requests arrived over how many distinct TCP connections, so
 tests can tell pooled keep-alive from a new connection per request, and the last
-``Authorization`` header, so tests can check that a key reached the server.
+``Authorization`` header, so tests can check that a key reached the server, and every
+``X-Session-ID`` header in arrival order (``session_ids``, the first 10,000).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ async def _until(deadline: float) -> None:
 
 def make_app(ttft: float, itl: float) -> web.Application:
     live: dict[int, asyncio.BaseTransport] = {}  # held, so no id is reused while it is listed
-    stats = {"requests": 0, "connections": 0, "authorization": None}
+    stats: dict = {"requests": 0, "connections": 0, "authorization": None, "session_ids": []}
     quotas: dict[str, list[float]] = {}  # model -> [window start, requests, tokens] (quota-N)
 
     async def completions(request: web.Request) -> web.StreamResponse:
@@ -100,6 +101,9 @@ def make_app(ttft: float, itl: float) -> web.Application:
             live[id(transport)] = transport
             stats["connections"] += 1
         stats["authorization"] = request.headers.get("Authorization")
+        session = request.headers.get("X-Session-ID")
+        if session is not None and len(stats["session_ids"]) < 10_000:  # what a router pinning sessions reads
+            stats["session_ids"].append(session)
         chat = request.path.endswith("/chat/completions")
         body = orjson.loads(await request.read())
         model = str(body.get("model", "ok"))

@@ -96,6 +96,7 @@ class PromptFactory:
         if isinstance(self.tokenizer, BuiltinTokenizer):
             ids = np.random.default_rng([*key, 0]).integers(0, len(VOCABULARY), size=_POOL_WORDS)
             self._pool = " ".join(VOCABULARY[i] for i in ids.tolist()) + " "
+        self._pools = [self._pool]  # the pool, then twice, four times… it, for prompts longer than it (kept)
         c = request_class
         self._key = key
         self.steps = [PromptFactory(step, [*key, 8, k], self.tokenizer) for k, step in enumerate(c.flow or ())]
@@ -279,9 +280,12 @@ class PromptFactory:
 
     def _body(self, index: int, words: int) -> tuple[str, int]:
         """The pool text that ``words`` pool words of prompt ``index`` are cut from, and where they start."""
-        pool = self._pool
-        while words * 5 > len(pool):
-            pool = pool + pool
+        pools, k = self._pools, 0
+        while words * 5 > len(pools[k]):  # the pool doubled until the prompt fits, each size made once
+            k += 1
+            if k == len(pools):
+                pools.append(pools[-1] + pools[-1])
+        pool = pools[k]
         start = ((index * 7919) % _POOL_WORDS) * 5
         if start + words * 5 > len(pool):
             start = 0

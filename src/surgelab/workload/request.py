@@ -26,3 +26,4 @@ class RequestSpec:
     input_units: float | None = None  # inputs, images, audio seconds, documents: what the kind counts
     steps: tuple[RequestSpec, ...] = ()  # a flow's steps, sent one after the other
     previous_response_id: str | None = None  # responses: the server holds the history under this id
+    session: int = -1  # the multi-turn session it belongs to (the record's session), -1 outside one
