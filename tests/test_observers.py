@@ -1,19 +1,16 @@
 """Every backend feeds the run's observers — surgelab's Prometheus exporter and the live
 dashboard — with its records and its live snapshots: one process, worker processes and
-compare mode alike (Ray: tests/test_ray.py). Before, ``--workers`` gave the exporter only the
+compare mode alike (Ray: tests/test_ray.py, where Ray is installed). Before, ``--workers`` gave the exporter only the
 snapshots (no request counts, no latency histograms) and compare mode gave nobody anything.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import io
 import json
 import socket
 import threading
 import time
-import types
 import urllib.request
 
 import pytest
@@ -90,66 +87,3 @@ def test_compare_mode_feeds_the_live_dashboard(zero_server, scenario_for, tmp_pa
     assert board.history, "the dashboard saw no snapshot of a compare run"
     last = board.history[-1]
     assert last["ok"] == 40 and last["recent_n"] > 0  # the first target's requests, with their latencies
-
-
-class _FakeRay:
-    """Ray's API as run_on_ray uses it, with the actors as objects of this process: what is
-    tested is the driver (its coordinator, its pulls and ticks), where Ray is not installed."""
-
-    class exceptions:  # noqa: N801 - as Ray spells it
-        RayError = type("RayError", (Exception,), {})
-
-    def remote(self, **_options):
-        return lambda cls: types.SimpleNamespace(
-            options=lambda **_: types.SimpleNamespace(remote=lambda: _Handle(cls()))
-        )
-
-    @staticmethod
-    def wait(refs, timeout=0):
-        return [r for r in refs if r.done()], [r for r in refs if not r.done()]
-
-    @staticmethod
-    def kill(handle, no_restart=True):
-        pass
-
-    @staticmethod
-    def get_runtime_context():
-        return types.SimpleNamespace(get_node_id=lambda: "node-0")
-
-
-class _Handle:
-    def __init__(self, actor) -> None:
-        self._actor = actor
-
-    def __getattr__(self, name):
-        method = getattr(self._actor, name)
-
-        async def call(*args):
-            result = method(*args)
-            return await result if inspect.isawaitable(result) else result
-
-        return types.SimpleNamespace(remote=lambda *args: asyncio.ensure_future(call(*args)))
-
-
-def test_a_run_on_ray_feeds_the_exporter_its_requests(zero_server, scenario_for, tmp_path, monkeypatch) -> None:
-    import sys
-
-    from surgelab.aio import run_async
-    from surgelab.runner import ray_backend
-    from surgelab.telemetry.exporter import Exporter
-
-    fake = _FakeRay()
-    monkeypatch.setitem(sys.modules, "ray", fake)
-    monkeypatch.setattr(ray_backend, "connect", lambda address: fake)
-    scenario = scenario_for(zero_server.url, load={"rate": 20, "arrival": "constant", "duration": "2s"},
-                            output={"flush_interval": "0.25s"})  # fmt: skip
-    exporter, board = Exporter("ray"), Dashboard(DashboardSettings())
-    result = run_async(
-        ray_backend.run_on_ray(scenario, tmp_path / "ray", 2, start_delay_s=0.2, observers=[exporter, board])
-    )
-    assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"] == 40
-    ok = exporter.registry.get_sample_value("surgelab_requests_total", {"run": "ray", "state": "ok", "phase": "main",
-                                                                           "request_class": "default"})  # fmt: skip
-    assert ok == 40
-    assert exporter.registry.get_sample_value("surgelab_e2e_seconds_count", {"run": "ray"}) == 40
-    assert board.history and board.history[-1]["ok"] == 40 and board.history[-1]["recent_n"] > 0
