@@ -104,3 +104,32 @@ def test_a_search_on_ray_finds_what_the_local_search_finds(local_ray, tmp_path) 
     assert [(o.status, o.replicas) for o in on_ray.outcomes] == [(o.status, o.replicas) for o in here.outcomes]
     assert on_ray.winner is not None and on_ray.winner.candidate == here.winner.candidate
     assert on_ray.simulations == here.simulations
+
+
+def test_a_ray_run_feeds_the_exporter_every_request(local_ray, zero_server, scenario_for, tmp_path) -> None:
+    """The observers (--prometheus-port, --dashboard) see a Ray run's records, pulled from the actors."""
+    from surgelab.dashboard import Dashboard, DashboardSettings
+    from surgelab.telemetry.exporter import Exporter
+
+    scenario = scenario_for(zero_server.url, load={"rate": 20, "arrival": "constant", "duration": "2s"})
+    exporter, board = Exporter("ray"), Dashboard(DashboardSettings())
+    result = run_async(run_on_ray(scenario, tmp_path / "ray", 2, "auto", observers=[exporter, board]))
+    assert result.summary["requests"]["ok"] == result.summary["requests"]["scheduled"] == 40
+    labels = {"run": "ray", "state": "ok", "phase": "main", "request_class": "default"}
+    assert exporter.registry.get_sample_value("surgelab_requests_total", labels) == 40
+    assert exporter.registry.get_sample_value("surgelab_e2e_seconds_count", {"run": "ray"}) == 40
+    assert board.history and board.history[-1]["ok"] == 40 and board.history[-1]["recent_n"] > 0
+
+
+def test_a_ray_run_scrapes_the_servers_telemetry(local_ray, scenario_for, tmp_path) -> None:
+    """The driver scrapes telemetry sources as worker processes' coordinator does (before, a Ray run had none)."""
+    from surgelab.server.process import serve_process
+
+    with serve_process(["--max-num-seqs", "4", "--model", "m"], profile="tiny") as url:
+        metrics = url.removesuffix("/v1") + "/metrics"
+        scenario = scenario_for(url, model="m", load={"rate": 10, "duration": "2s"},
+                                telemetry={"interval": "250ms", "sources": [{"url": metrics, "name": "engine"}]})  # fmt: skip
+        result = run_async(run_on_ray(scenario, tmp_path / "ray", 2, "auto", start_delay_s=0.5))
+    source = result.summary["telemetry"]["sources"]["engine"]
+    assert source["preset"] == "vllm" and source["failed"] == 0 and source["scrapes"] >= 4
+    assert (tmp_path / "ray" / "telemetry.parquet").is_file()

@@ -32,8 +32,8 @@ import pytest
 import yaml
 
 from surgelab.metrics.store import read_records
-from surgelab.plan.k8s import alert_rules as plan_rules
-from surgelab.telemetry.alerts import alert_rules
+from surgelab.plan.k8s import capacity_alert_rules
+from surgelab.telemetry.alerts import slo_alert_rules
 from surgelab.telemetry.derive import histogram_quantile
 from surgelab.telemetry.presets import PRESETS
 from surgelab.telemetry.samples import parse_exposition
@@ -442,7 +442,7 @@ def test_vllm_preset_names_real_metrics(scraped: Measured, closed_loop: Measured
 
 def test_alert_rules_name_real_metrics(scraped: Measured) -> None:
     """The vLLM names surgelab writes into alert rules and the plan's rules exist on vLLM 0.32."""
-    text = json.dumps([alert_rules(vllm=True, knee_rps=10, e2e_p99_s=5), plan_rules(1.0, 2.0, ttft_slo_s=0.5)])
+    text = json.dumps([slo_alert_rules(server=PRESETS["vllm"], knee_rps=10, e2e_p99_s=5), capacity_alert_rules(1.0, 2.0, ttft_slo_s=0.5)])
     used = set(re.findall(r"vllm:[a-z0-9_]+", text))
     samples = set(scraped.after.samples)
     assert used and not used - samples, f"not exposed by vLLM: {sorted(used - samples)}"

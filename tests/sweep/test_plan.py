@@ -9,7 +9,7 @@ import yaml
 
 from surgelab.plan.fleet import FleetInputs, lognormal_cdf, size_fleet
 from surgelab.plan.forecast import PeakError, peak_from
-from surgelab.plan.k8s import HpaSpec, alert_rules, dump_yaml, hpa_manifest, quantity
+from surgelab.plan.k8s import HpaSpec, capacity_alert_rules, dump_yaml, hpa_manifest, quantity
 from surgelab.plan.queueing import erlang_c, mmc, servers_for_wait
 
 
@@ -131,7 +131,7 @@ def test_hpa_manifest_is_valid_autoscaling_v2():
 
 def test_quantities_and_alert_rules():
     assert quantity(12) == "12" and quantity(12.5) == "12500m" and quantity(0.25) == "250m"
-    doc = yaml.safe_load(dump_yaml(alert_rules(35.0, 50.0, 0.5)))
+    doc = yaml.safe_load(dump_yaml(capacity_alert_rules(35.0, 50.0, 0.5)))
     rules = doc["groups"][0]["rules"]
     assert {r["alert"] for r in rules} == {
         "InferenceNearKnee", "InferenceAboveSlaCapacity", "InferenceQueueNotDraining", "InferenceTtftP99AboveSlo",

@@ -16,9 +16,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from surgelab.server.process import serve_process
-from surgelab.telemetry.alerts import alert_rules
+from surgelab.telemetry.alerts import slo_alert_rules
 from surgelab.telemetry.exporter import METRIC_NAMES, Exporter
 from surgelab.telemetry.grafana import dashboard
+from surgelab.telemetry.presets import PRESETS
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "vllm.prom").read_bytes()
 
@@ -133,7 +134,7 @@ def test_grafana_dashboard_and_alert_rules_are_valid() -> None:
     for panel in board["panels"]:
         assert panel["targets"] and all("surgelab_" in t["expr"] for t in panel["targets"])
         assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
-    rules = yaml.safe_load(yaml.safe_dump(alert_rules(knee_rps=40, vllm=True, e2e_p99_s=10)))
+    rules = yaml.safe_load(yaml.safe_dump(slo_alert_rules(knee_rps=40, server=PRESETS["vllm"], e2e_p99_s=10)))
     group = rules["groups"][0]
     assert group["name"] and len(group["rules"]) >= 6
     for rule in group["rules"]:

@@ -172,6 +172,10 @@ def plan(
     scale_down_window: str = typer.Option("5m", help="HPA: scale-down stabilisation window (against flapping)."),
     hpa_metric_name: str | None = typer.Option(None, help="HPA: the pods metric name as your adapter exposes it."),
     min_replicas: int | None = typer.Option(None, help="HPA minReplicas (default 1 + spares)."),
+    engine: str = typer.Option(
+        "vllm", help="The fleet's server, whose metric names hpa.yaml, adapter.yaml and alerts.yaml use: "
+        "vllm, sglang, tgi, triton or llamacpp.",
+    ),
     queueing: str | None = typer.Option(
         None, "--queueing", help="mmc: an Erlang C queueing model from --rate and --service-time, no sweep."
     ),
@@ -210,9 +214,15 @@ def plan(
     from surgelab.plan.k8s import HPA_METRICS
     from surgelab.plan.render import print_plan
     from surgelab.sweep import SweepFileError, read_sweep
+    from surgelab.telemetry.promql import Promql
+    from surgelab.telemetry.promql import engine as engine_preset
 
     if hpa_metric not in HPA_METRICS:
         raise fail(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {hpa_metric!r}")
+    try:
+        server = Promql(engine_preset(engine))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     windows = (int(seconds_option(scale_up_window, "--scale-up-window") or 0),
                int(seconds_option(scale_down_window, "--scale-down-window") or 0))  # fmt: skip
     if peak is None:
@@ -267,7 +277,7 @@ def plan(
         try:
             paths = write_artefacts(
                 out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, force,
-                hpa_target, windows,
+                hpa_target, windows, engine=engine,
             )  # fmt: skip
             page = render_plan_html(result.to_dict(), {p.name: p.read_text() for p in paths[1:]}, sweep_result.name if sweep_result else "")
             write_atomic(out / PLAN_FILE, page)
@@ -276,6 +286,8 @@ def plan(
         except OSError as exc:
             raise fail(f"plan not written: {os_error_line(exc, 'or give --out another directory', out)}") from None
         console.print(f"wrote {out}/plan.json, hpa.yaml, adapter.yaml, alerts.yaml, {PLAN_FILE}", highlight=False, soft_wrap=True)
+        if any(t.metric == "ttft" for t in used_slo) and not server.has("ttft"):
+            warn(f"note: {engine} exports no TTFT histogram: alerts.yaml has no rule on the TTFT SLO")
 
 
 def _queueing(

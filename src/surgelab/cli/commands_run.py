@@ -241,14 +241,14 @@ def execute(
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")
     view = LiveView(console) if not quiet else None
-    backend = backend_for(scenario, workers=workers, ray=ray, observers=observers, handle_signals=True)
+    backend = backend_for(scenario, workers=workers, ray=ray, handle_signals=True)
     on_tick = view.update if view is not None else None
     try:
         if view is not None:
             with view:
-                result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick))
+                result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick, observers=observers))
         else:
-            result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick))
+            result = run_async(backend.run(scenario, run_dir, api_key=api_key, on_tick=on_tick, observers=observers))
     except RunDirError as exc:
         raise fail(str(exc)) from None
     except PreflightFailed as exc:

@@ -127,7 +127,7 @@ _JS = r"""
     const thr = [slLine("arrivals/s", t, H.map(x => x.arrival_rate)), slLine("sent/s", t, H.map(x => x.send_rate)), slLine("completed/s", t, H.map(x => x.completion_rate), { line: { width: 3 } })];
     if (tgt.some(v => v !== null)) thr.unshift(slLine("target req/s", t, tgt, { line: { dash: "dash", color: "#111" } }));
     slChart(curves, "live-throughput", "Rates per second (all 5 s trailing means, target too)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "per second" }, rangemode: "tozero" } });
-    const recent = H.some(x => x.recent_n !== undefined);  // per-request latencies reach the dashboard (not with --workers)
+    const recent = H.some(x => x.recent_n !== undefined);  // per-request latencies reach the dashboard (with --workers or --ray, a flush later)
     const L = recent ? [["TTFT p50", "recent_ttft_p50_ms"], ["TTFT p99", "recent_ttft_p99_ms"], ["E2E p50", "recent_e2e_p50_ms"], ["E2E p99", "recent_e2e_p99_ms"]]
       : [["TTFT p50", "ttft_p50_ms"], ["TTFT p99", "ttft_p99_ms"], ["E2E p50", "e2e_p50_ms"], ["E2E p99", "e2e_p99_ms"]];
     slChart(curves, "live-latency", recent ? "Latency of the last 5 s (ms)" : "Latency so far, whole run (ms)", L.map(([n, k]) => slLine(n, t, H.map(x => x[k]),

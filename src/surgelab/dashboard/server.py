@@ -94,7 +94,7 @@ class Dashboard:
 
     def observe(self, meta: RecordMeta, out: Outcome) -> None:
         """Per finished success: its end, TTFT and E2E, for the latency of the last few seconds."""
-        self._observed = True  # requests reach the dashboard (not with --workers: they stay in the workers)
+        self._observed = True  # requests reach the dashboard (with --workers or --ray, a flush after they ended)
         if out.end_ns is not None and not meta.warmup and out.state.value == "ok":
             ttft = (out.first_token_ns - meta.intended_ns) / 1e6 if out.first_token_ns is not None else math.nan
             self._recent.append((out.end_ns / 1e9, ttft, (out.end_ns - meta.intended_ns) / 1e6))

@@ -16,7 +16,9 @@ from pathlib import Path
 from surgelab.conditions import Threshold
 from surgelab.files import located, write_atomic
 from surgelab.plan.capacity import CapacityPlan
-from surgelab.plan.k8s import HPA_METRICS, HpaSpec, adapter_rules, alert_rules, dump_yaml, hpa_manifest
+from surgelab.plan.k8s import HPA_METRICS, HpaSpec, adapter_rules, capacity_alert_rules, dump_yaml, hpa_manifest
+from surgelab.telemetry.promql import ROLE_WORDS, Promql
+from surgelab.telemetry.promql import engine as engine_preset
 
 __all__ = ["write_artefacts"]
 
@@ -35,15 +37,18 @@ def write_artefacts(
     windows: tuple[int, int] = (0, 300),
     *,
     max_replicas: int | None = None,
+    engine: str = "vllm",
 ) -> list[Path]:
     """Write the files into ``out`` (created); ValueError for unusable settings or an earlier plan
     there (unless ``force``), before writing. Each file is whole or absent; an OSError names the file.
 
     ``windows``: the scale-up and scale-down stabilisation windows, seconds. ``max_replicas``: the
-    HPA's ceiling when it is not the planned fleet (a searched HPA's own max).
+    HPA's ceiling when it is not the planned fleet (a searched HPA's own max). ``engine``: the
+    server's telemetry preset, whose metric names the files use (``ValueError`` when it lacks one they need).
     """
     if metric not in HPA_METRICS:
         raise ValueError(f"--hpa-metric: expected one of {', '.join(HPA_METRICS)}, got {metric!r}")
+    server = Promql(engine_preset(engine))
     paths = [out / "plan.json", out / "hpa.yaml", out / "alerts.yaml", out / "adapter.yaml"]
     earlier = [p.name for p in paths if p.exists()]
     if earlier and not force:
@@ -51,6 +56,9 @@ def write_artefacts(
     fleet = plan.fleet
     if metric == "inflight" and not plan.capacity_in_flight and target is None:
         metric = "rps"  # no in-flight figure without a sweep
+    for role, why in ((HPA_METRICS[metric][0], f"--hpa-metric {metric}"), ("completed", "the alerts on requests/s per pod")):
+        if not server.has(role):
+            raise ValueError(f"--engine {engine}: {server.preset.name} exports no {ROLE_WORDS[role]}, which {why} reads")
     spec = HpaSpec(
         name=deployment,
         min_replicas=min_replicas if min_replicas is not None else 1 + fleet.inputs.spares,
@@ -61,10 +69,11 @@ def write_artefacts(
         namespace=namespace,
         scale_up_window_s=windows[0],
         scale_down_window_s=windows[1],
+        engine=engine,
     )
     hpa = hpa_manifest(spec)
     ttft = next((t.value for t in slos if t.metric == "ttft" and t.op in ("<", "<=")), None)
-    rules = alert_rules(fleet.per_instance_target, plan.capacity, ttft)
+    rules = capacity_alert_rules(fleet.per_instance_target, plan.capacity, ttft, engine=engine)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

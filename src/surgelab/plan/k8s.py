@@ -1,11 +1,12 @@
 """Ready-to-apply artefacts from a plan: a Kubernetes HPA and Prometheus alert rules near the knee.
 
 The HPA (``autoscaling/v2``) scales a Deployment on a per-pod metric served through the
-Prometheus adapter's custom metrics API: requests in flight (``vllm:num_requests_running``)
+Prometheus adapter's custom metrics API: requests in flight (vLLM's ``vllm:num_requests_running``)
 by default, a requests/s metric, the server's queue (``vllm:num_requests_waiting``) or GPU
 utilisation from NVIDIA's DCGM exporter (``DCGM_FI_DEV_GPU_UTIL``) — the signals the seeds
-name. ``adapter_rules`` writes the adapter's discovery rules that expose them (the adapter
-replaces ``:`` with ``_``). An in-flight or rate target is the per-instance value measured at
+name. Each is a role of the server's engine (``engine``: a telemetry preset, vLLM unless told),
+so an SGLang or TGI fleet scales on its own names (``telemetry.promql``). ``adapter_rules``
+writes the adapter's discovery rules that expose them (the adapter replaces ``:`` with ``_``). An in-flight or rate target is the per-instance value measured at
 the SLA capacity times the safety factor, so pods are added before the knee, not after.
 Scale-up is fast and scale-down slow (cold starts of model servers take minutes); both
 stabilisation windows are explicit, against the scaling jitter seed 000 warns of.
@@ -22,18 +23,18 @@ from typing import Any, Literal
 
 import yaml
 
-__all__ = ["HpaSpec", "HPA_METRICS", "hpa_manifest", "adapter_rules", "alert_rules", "quantity", "dump_yaml"]
+from surgelab.telemetry.presets import PRESETS
+from surgelab.telemetry.promql import Promql, rule
+
+__all__ = ["HpaSpec", "HPA_METRICS", "hpa_manifest", "adapter_rules", "capacity_alert_rules", "quantity", "dump_yaml"]
 
 HpaMetric = Literal["inflight", "rps", "queue", "gpu"]
-HPA_METRICS: dict[str, tuple[str, str, str]] = {  # metric → (adapter name, Prometheus series, adapter query)
-    "inflight": ("vllm_num_requests_running", "vllm:num_requests_running", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
-    "rps": (
-        "vllm_requests_per_second", "vllm:request_success_total",
-        "sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)",
-    ),
-    "queue": ("vllm_num_requests_waiting", "vllm:num_requests_waiting", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
-    "gpu": ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL", "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
-}  # fmt: skip
+HPA_METRICS: dict[str, tuple[str, str]] = {  # metric → (the engine's role, adapter query)
+    "inflight": ("running", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+    "rps": ("completed", "sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)"),
+    "queue": ("waiting", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+    "gpu": ("gpu_util", "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"),
+}
 
 
 def quantity(value: float) -> str:
@@ -55,10 +56,15 @@ class HpaSpec:
     namespace: str | None = None
     scale_down_window_s: int = 300
     scale_up_window_s: int = 0
+    engine: str = "vllm"  # the server's telemetry preset: whose series the metric is
+
+    @property
+    def promql(self) -> Promql:
+        return Promql(PRESETS[self.engine])
 
     @property
     def resolved_metric_name(self) -> str:
-        return self.metric_name or HPA_METRICS[self.metric][0]
+        return self.metric_name or self.promql.adapter_name(HPA_METRICS[self.metric][0])
 
 
 def hpa_manifest(spec: HpaSpec) -> dict[str, Any]:
@@ -107,70 +113,55 @@ def hpa_manifest(spec: HpaSpec) -> dict[str, Any]:
 def adapter_rules(spec: HpaSpec) -> dict[str, Any]:
     """The Prometheus adapter's rule (its ``config.yaml``) that serves ``spec``'s metric per pod.
 
-    It maps the series' ``namespace`` and ``pod`` labels to Kubernetes objects, which vLLM pods
-    scraped by a ServiceMonitor carry, as does DCGM's exporter with its Kubernetes mode on.
+    It maps the series' ``namespace`` and ``pod`` labels to Kubernetes objects, which the server's
+    pods scraped by a ServiceMonitor carry, as does DCGM's exporter with its Kubernetes mode on.
     """
-    name, series, query = HPA_METRICS[spec.metric]
+    role, query = HPA_METRICS[spec.metric]
+    series = spec.promql.series(role)
     return {
         "rules": [
             {
                 "seriesQuery": f'{series}{{namespace!="",pod!=""}}',
                 "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-                "name": {"matches": f"^{series}$", "as": spec.metric_name or name},
+                "name": {"matches": f"^{series}$", "as": spec.resolved_metric_name},
                 "metricsQuery": query,
             }
         ]
     }
 
 
-def alert_rules(
+def capacity_alert_rules(
     target_rps: float,
     capacity_rps: float,
     ttft_slo_s: float | None = None,
     group: str = "surgelab-capacity",
+    engine: str = "vllm",
 ) -> dict[str, Any]:
-    """Prometheus alerting rules (the ``groups:`` file format) on vLLM's metric names."""
-    per_pod = "sum by (pod) (rate(vllm:request_success_total[2m]))"
+    """Prometheus alerting rules (the ``groups:`` file format) on each pod's share of the planned
+    capacity, on the engine's metric names; no TTFT rule where the engine has no TTFT histogram."""
+    server = Promql(PRESETS[engine])
+    per_pod = server.rate("completed", "2m", by="pod")
     rules: list[dict[str, Any]] = [
-        {
-            "alert": "InferenceNearKnee",
-            "expr": f"{per_pod} > {target_rps:.4g}",
-            "for": "5m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "An inference pod is past its planned share of the SLA capacity",
-                "description": f"Above {target_rps:.4g} req/s per pod (SLA capacity {capacity_rps:.4g} × safety); scale out before the knee.",
-            },
-        },
-        {
-            "alert": "InferenceAboveSlaCapacity",
-            "expr": f"{per_pod} > {capacity_rps:.4g}",
-            "for": "2m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "An inference pod serves more than its measured SLA capacity",
-                "description": f"Above {capacity_rps:.4g} req/s per pod the sweep saw the SLO broken.",
-            },
-        },
-        {
-            "alert": "InferenceQueueNotDraining",
-            "expr": "sum by (pod) (vllm:num_requests_waiting) > 0",
-            "for": "10m",
-            "labels": {"severity": "warning"},
-            "annotations": {"summary": "Requests have been waiting for a batch slot for 10 minutes"},
-        },
-    ]
-    if ttft_slo_s is not None:
-        rules.append({
-            "alert": "InferenceTtftP99AboveSlo",
-            "expr": (
-                "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m])))"
-                f" > {ttft_slo_s:g}"
-            ),
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {"summary": f"P99 time to first token above the {ttft_slo_s:g}s SLO"},
-        })  # fmt: skip
+        rule(
+            "InferenceNearKnee", f"{per_pod} > {target_rps:.4g}", "5m", "warning",
+            summary="An inference pod is past its planned share of the SLA capacity",
+            description=f"Above {target_rps:.4g} req/s per pod (SLA capacity {capacity_rps:.4g} × safety); scale out before the knee.",
+        ),
+        rule(
+            "InferenceAboveSlaCapacity", f"{per_pod} > {capacity_rps:.4g}", "2m", "critical",
+            summary="An inference pod serves more than its measured SLA capacity",
+            description=f"Above {capacity_rps:.4g} req/s per pod the sweep saw the SLO broken.",
+        ),
+        rule(
+            "InferenceQueueNotDraining", f"{server.gauge('waiting', 'sum')} > 0", "10m", "warning",
+            summary="Requests have been waiting for a batch slot for 10 minutes",
+        ),
+    ]  # fmt: skip
+    if ttft_slo_s is not None and server.has("ttft"):
+        rules.append(rule(
+            "InferenceTtftP99AboveSlo", f"{server.quantile(0.99, 'ttft', '5m')} > {ttft_slo_s:g}", "5m", "critical",
+            summary=f"P99 time to first token above the {ttft_slo_s:g}s SLO",
+        ))  # fmt: skip
     return {"groups": [{"name": group, "rules": rules}]}
 
 

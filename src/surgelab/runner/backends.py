@@ -4,6 +4,9 @@ actors, or one run per named target side by side (compare mode).
 ``backend_for`` picks one from the scenario and the caller's choices (``--workers``, ``--ray``);
 each backend has one ``run`` coroutine that leaves the run directory behind and returns what
 it measured: a ``RunResult``, or for compare mode a ``CompareRun`` (a run directory per target).
+Whoever watches the run (the terminal's ``on_tick``, the exporter and the dashboard as
+``observers``) is handed to ``run``, so every backend feeds them: records and live snapshots
+from this process, or from the shards through their coordinator (``runner.coordinator``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ OnTick = Callable[[LiveSnapshot], None]
 
 class Backend(Protocol):
     async def run(
-        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
+        self,
+        scenario: Scenario,
+        run_dir: Path,
+        *,
+        api_key: str | None = None,
+        on_tick: OnTick | None = None,
+        observers: Sequence[Observer] = (),
     ) -> RunResult | CompareRun: ...
 
 
@@ -37,18 +46,13 @@ class InProcess:
     """Every request from this process's event loop."""
 
     handle_signals: bool = False
-    observers: Sequence[Observer] = ()
 
     async def run(
-        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
-    ) -> RunResult:
+        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> RunResult:  # fmt: skip
         return await run_scenario(
-            scenario,
-            run_dir,
-            api_key=api_key,
-            on_tick=on_tick,
-            handle_signals=self.handle_signals,
-            observers=self.observers,
+            scenario, run_dir, api_key=api_key, on_tick=on_tick, handle_signals=self.handle_signals, observers=observers
         )
 
 
@@ -58,14 +62,14 @@ class Workers:
 
     count: int
     handle_signals: bool = False
-    observers: Sequence[Observer] = ()
 
     async def run(
-        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
-    ) -> RunResult:
+        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> RunResult:  # fmt: skip
         return await run_with_workers(
             scenario, run_dir, self.count, api_key=api_key, on_tick=on_tick, handle_signals=self.handle_signals,
-            observers=self.observers,
+            observers=observers,
         )  # fmt: skip
 
 
@@ -78,42 +82,35 @@ class OnRay:
     handle_signals: bool = False
 
     async def run(
-        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
-    ) -> RunResult:
+        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> RunResult:  # fmt: skip
         return await run_on_ray(
             scenario, run_dir, self.workers, self.address, api_key=api_key, on_tick=on_tick,
-            handle_signals=self.handle_signals,
+            handle_signals=self.handle_signals, observers=observers,
         )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Compare:
     """The identical schedule to every named target, one run directory each; every target's
-    key comes from its own ``api_key_env``, so ``api_key`` is not used."""
+    key comes from its own ``api_key_env``, so ``api_key`` is not used. The live view and the
+    observers follow the target the terminal shows (the first, or each in turn)."""
 
     record_responses: bool = False
     handle_signals: bool = False
 
     async def run(
-        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None
-    ) -> CompareRun:
+        self, scenario: Scenario, run_dir: Path, *, api_key: str | None = None, on_tick: OnTick | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> CompareRun:  # fmt: skip
         return await run_compare(
-            scenario,
-            run_dir,
-            record_responses=self.record_responses,
-            handle_signals=self.handle_signals,
-            on_tick=on_tick,
-        )
+            scenario, run_dir, record_responses=self.record_responses, handle_signals=self.handle_signals,
+            on_tick=on_tick, observers=observers,
+        )  # fmt: skip
 
 
-def backend_for(
-    scenario: Scenario,
-    *,
-    workers: int = 1,
-    ray: str | None = None,
-    observers: Sequence[Observer] = (),
-    handle_signals: bool = False,
-) -> Backend:
+def backend_for(scenario: Scenario, *, workers: int = 1, ray: str | None = None, handle_signals: bool = False) -> Backend:
     """Compare mode when the scenario asks for it; else Ray when given an address, else worker
     processes when more than one, else this process."""
     if scenario.targets and scenario.routing.mode == "compare":
@@ -121,5 +118,5 @@ def backend_for(
     if ray is not None:
         return OnRay(workers, ray, handle_signals)
     if workers > 1:
-        return Workers(workers, handle_signals, observers)
-    return InProcess(handle_signals, observers)
+        return Workers(workers, handle_signals)
+    return InProcess(handle_signals)

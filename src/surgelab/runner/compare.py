@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from surgelab.metrics.rundir import write_json
 from surgelab.metrics.store import RecordMeta
 from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.preflight import ready
+from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, run_scenario, with_salt
 from surgelab.scenario.model import Scenario, Target
 
@@ -84,8 +86,11 @@ def _single(scenario: Scenario, name: str) -> Scenario:
 
 
 async def run_compare(
-    scenario: Scenario, run_dir: Path, *, record_responses: bool = False, handle_signals: bool = False, on_tick: Any = None
-) -> CompareRun:
+    scenario: Scenario, run_dir: Path, *, record_responses: bool = False, handle_signals: bool = False, on_tick: Any = None,
+    observers: Sequence[Observer] = (),
+) -> CompareRun:  # fmt: skip
+    """Every target's run; the live view and ``observers`` follow one target at a time, as the
+    terminal does: the first when they run at once, each in turn when one after another."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     scenario = with_salt(scenario)  # one salt for all: every target gets the very same prompts
@@ -97,25 +102,25 @@ async def run_compare(
     interrupts = Interrupts(scenario, lambda _reason: stop.set(), hurry.set, enabled=handle_signals).install()
     recorders = {n: _Responses(run_dir / f"responses-{n}.jsonl") for n in names} if record_responses else {}
 
-    async def one(name: str, tick: Any) -> RunResult:
+    async def one(name: str, followed: bool) -> RunResult:
         target = next(t for t in scenario.targets or [] if t.name == name)
         key = os.environ.get(target.api_key_env) if target.api_key_env else None
-        observers = [recorders[name]] if name in recorders else []
+        watching = [*([recorders[name]] if name in recorders else []), *(observers if followed else ())]
         return await run_scenario(
-            _single(scenario, name), run_dir / name, api_key=key, stop_event=stop, hurry_event=hurry, observers=observers, on_tick=tick,
-            keep_text=record_responses,
+            _single(scenario, name), run_dir / name, api_key=key, stop_event=stop, hurry_event=hurry, observers=watching,
+            on_tick=on_tick if followed else None, keep_text=record_responses,
         )  # fmt: skip
 
     try:
         if scenario.routing.order == "concurrent":
-            done = await asyncio.gather(*(one(n, on_tick if k == 0 else None) for k, n in enumerate(names)))
+            done = await asyncio.gather(*(one(n, k == 0) for k, n in enumerate(names)))
             results = dict(zip(names, done))
         else:
             results = {}
             for name in names:
                 if stop.is_set():
                     break
-                results[name] = await one(name, on_tick)
+                results[name] = await one(name, True)
     finally:
         interrupts.remove()
         for recorder in recorders.values():

@@ -11,7 +11,9 @@ Records come back while the run goes on: an actor's flushes are held in memory
 them as that worker's parts of the run directory. An actor that dies (its process killed,
 its node lost) loses at most what it recorded since the last pull and flush; the driver
 records that, and every planned request it never sent, as ``lost`` (``runner.losses``)
-and goes on with the others, or stops them (``guards.worker_loss``).
+and goes on with the others, or stops them (``guards.worker_loss``). The stop, the live view,
+the telemetry scraper, the observers and the summary are the coordinator's, as with worker
+processes (``runner.coordinator``).
 """
 
 from __future__ import annotations
@@ -21,21 +23,23 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from surgelab.load.phases import plan_phases
-from surgelab.metrics.live import LiveSnapshot, merge_snapshots
+from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.rundir import write_run_info
 from surgelab.metrics.store import HeldTables, RecordStore, table_from_bytes
 from surgelab.ray_cluster import RayUnavailable, connect
+from surgelab.runner.coordinator import Coordinator
 from surgelab.runner.cpu import CpuWatch
 from surgelab.runner.execution import Shard
-from surgelab.runner.interrupts import Interrupts
-from surgelab.runner.losses import WorkerLoss, account_losses
+from surgelab.runner.losses import WorkerLoss
 from surgelab.runner.preflight import ready
-from surgelab.runner.run import RunResult, finish, prepare, run_shard, with_salt
+from surgelab.runner.protocols import Observer
+from surgelab.runner.run import RunResult, run_shard, with_salt
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
@@ -151,7 +155,7 @@ async def _pull(ray: Any, worker: _Worker) -> str | None:
 
 async def run_on_ray(
     scenario: Scenario, run_dir: Path, workers: int, address: str = "auto", *, api_key: str | None = None,
-    on_tick: Any = None, start_delay_s: float = 2.0, handle_signals: bool = False,
+    on_tick: Any = None, start_delay_s: float = 2.0, handle_signals: bool = False, observers: Sequence[Observer] = (),
 ) -> RunResult:  # fmt: skip
     """Run ``scenario`` split over ``workers`` Ray actors; ``address`` is a cluster, ``auto`` or ``local``."""
     ray = connect(address)
@@ -159,61 +163,45 @@ async def run_on_ray(
     actors = [actor_class.options(max_concurrency=4, scheduling_strategy="SPREAD").remote() for _ in range(workers)]
     scenario = await ready(with_salt(scenario), api_key)
     with CpuWatch(workers) as cpu:
-        run_dir, plans, info = prepare(scenario, run_dir, workers)
+        co = Coordinator(scenario, run_dir, workers, on_tick=on_tick, observers=observers)
         await asyncio.gather(*(actor.clock.remote() for actor in actors))  # every actor up before any timing
         nodes = [await _offset(actor) for actor in actors]
-        info.update(workers=workers, ray={"address": address, "nodes": nodes})
-        write_run_info(run_dir, info)  # the actors and their clock offsets, before anything can be lost
-        driver_cpu = time.process_time()  # from the start, as the actors count theirs
-        pool = [_Worker(k, actor, RecordStore(run_dir, worker=k), node=nodes[k]) for k, actor in enumerate(actors)]
+        co.info["ray"] = {"address": address, "nodes": nodes}
+        write_run_info(co.run_dir, co.info)  # the actors and their clock offsets, before anything can be lost
+        pool = [_Worker(k, actor, RecordStore(co.run_dir, worker=k), node=nodes[k]) for k, actor in enumerate(actors)]
         start_wall = time.time_ns() + int(start_delay_s * SECOND)
-        t0 = time.perf_counter_ns() + (start_wall - time.time_ns())
+        co.start(time.perf_counter_ns() + (start_wall - time.time_ns()))
         data = scenario.model_dump(mode="json", by_alias=True)
         for w in pool:  # each node starts at the agreed instant as its own wall clock reads it
             node_start = start_wall + int(w.node["offset_ms"] * 1e6)
             w.run_ref = w.actor.run.remote(data, w.index, workers, node_start, api_key)
-        stop: dict[str, Any] = {}
 
-        def request_stop(why: str) -> None:
-            if not stop:
-                stop.update(reason=why, at_ns=time.perf_counter_ns() - t0)
-            for w in pool:
-                if w.running:
-                    w.actor.stop.remote()
+        def tell_running(call: str) -> Callable[[], None]:
+            def tell() -> None:
+                for w in pool:
+                    if w.running:
+                        getattr(w.actor, call).remote()
 
-        def hurry() -> None:
-            for w in pool:
-                if w.running:
-                    w.actor.hurry.remote()
+            return tell
 
-        interrupts = Interrupts(scenario, request_stop, hurry, enabled=handle_signals).install()
-        grace = max(p.phase.load.grace for p in plans)
-        give_up_ns = max(p.end_ns for p in plans) + int((grace + _LATE_S) * SECOND)
-        try:
-            await _follow(ray, pool, t0, give_up_ns, scenario.guards.worker_loss, request_stop, on_tick)
-        finally:
-            interrupts.remove()
-            for w in pool:
-                ray.kill(w.actor, no_restart=True)
-        wall_ns = time.perf_counter_ns() - t0
-        info["driver_cpu_s"] = time.process_time() - driver_cpu  # this process's, from the start; the actors' below
-        info["ray"]["records_back"] = [
+        grace = max(p.phase.load.grace for p in co.plans)
+        give_up_ns = max(p.end_ns for p in co.plans) + int((grace + _LATE_S) * SECOND)
+        with co.control(tell_running("stop"), tell_running("hurry"), handle_signals):
+            try:
+                await _follow(ray, pool, co, give_up_ns)
+            finally:
+                for w in pool:
+                    ray.kill(w.actor, no_restart=True)
+                await co.stop_helpers()
+        wall_ns = co.clock()
+        co.tick([w.snapshot for w in pool if w.snapshot is not None], force=True)
+        co.info["ray"]["records_back"] = [
             {"rows": w.rows, "bytes": w.bytes_back, "actor_cpu_s": w.result["cpu_s"] if w.result else None} for w in pool
         ]
-        results = [w.result for w in pool if w.result is not None]
-        reasons = [r["reason"] for r in results if r["reason"] != "completed"]
-        stops = [t for t in (stop.get("at_ns"), *(r["at_ns"] for r in results)) if t is not None]
-        reason = stop.get("reason") or (reasons[0] if reasons else "completed")
-        stop_at = min(stops) if stops else None  # the deciding actor stopped first; the driver saw it a pull later
-        losses = [w.loss for w in pool if w.loss is not None]
-        if losses:
-            reason = account_losses(scenario, plans, run_dir, info, losses, workers, reason, stop_at)
-        return finish(scenario, run_dir, info, reason, stop_at, wall_ns, cpu)
+        return co.end([w.result for w in pool if w.result is not None], wall_ns, cpu)
 
 
-async def _follow(
-    ray: Any, pool: list[_Worker], t0: int, give_up_ns: int, policy: str, request_stop: Any, on_tick: Any
-) -> None:
+async def _follow(ray: Any, pool: list[_Worker], co: Coordinator, give_up_ns: int) -> None:
     """Until every actor has finished or is lost: pull records and figures, notice deaths, tick.
 
     Every actor is asked at once, so one whose node went silent delays nobody else's records.
@@ -234,19 +222,16 @@ async def _follow(
             w.unreachable_since = None
         if gone is not None:
             w.loss = WorkerLoss(w.index, w.unreachable_since if w.unreachable_since is not None else now, gone)
-            if policy == "stop":
-                request_stop(f"stopped: worker {w.index} died at {w.loss.died_at_ns / SECOND:.1f} s")
+            co.lose(w.loss)
         elif finished is not None:
             w.result = finished
 
     while any(w.running for w in pool):
         await asyncio.sleep(PULL_S)
-        now = time.perf_counter_ns() - t0
+        now = co.clock()
         await asyncio.gather(*(check(w, now) for w in pool if w.running))
         for w in pool:
             if w.stopped is not None:  # one actor's abort or breakpoint stops them all, as with worker processes
-                request_stop(w.stopped)
+                co.request_stop(w.stopped)
                 w.stopped = None
-        snaps = [w.snapshot for w in pool if w.snapshot is not None]
-        if on_tick is not None and snaps:
-            on_tick(merge_snapshots(snaps))
+        co.tick([w.snapshot for w in pool if w.snapshot is not None])

@@ -4,7 +4,8 @@ Seed 004 writes its latency alert as "P90 > 1.5 s for 5 minutes"; here that is
 ``p90(e2e) > 1.5s for 5m``. Any percentile of a latency, its mean, the error rate, or a gauge
 (the server's queue, requests running, KV-cache use, GPU utilisation from NVIDIA's DCGM
 exporter) over any hold time. Latencies and errors read surgelab's own exporter (what users
-feel, ``source="client"``) or the server's (vLLM's names, ``source="server"``).
+feel, ``source="client"``) or the server's (``source="server"``); the server's series are its
+engine's (``engine``, a telemetry preset: vLLM unless told), written by ``telemetry.promql``.
 """
 
 from __future__ import annotations
@@ -16,34 +17,19 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from surgelab.conditions import LATENCY_METRICS, Threshold
+from surgelab.telemetry.presets import PRESETS, Preset
+from surgelab.telemetry.promql import CLIENT, Promql, rule
 from surgelab.units import parse_duration, parse_ratio
 
 __all__ = ["AlertCondition", "GAUGES", "parse_alert", "alert_rule"]
 
 Source = Literal["client", "server"]
 
-_HISTOGRAMS: dict[str, dict[str, str]] = {
-    "client": {"ttft": "surgelab_ttft_seconds", "e2e": "surgelab_e2e_seconds", "itl": "surgelab_itl_seconds"},
-    "server": {
-        "ttft": "vllm:time_to_first_token_seconds",
-        "e2e": "vllm:e2e_request_latency_seconds",
-        "itl": "vllm:inter_token_latency_seconds",
-        "tpot": "vllm:request_time_per_output_token_seconds",
-    },
-}
-_ERRORS: dict[str, tuple[str, str]] = {  # (failed, all) request counters
-    "client": (
-        'surgelab_requests_total{state!~"ok|dropped|cancelled"}',
-        'surgelab_requests_total{state!~"dropped|cancelled"}',
-    ),
-    # vLLM's HTTP middleware (prometheus-fastapi-instrumentator) counts responses by status class.
-    "server": ('http_requests_total{status=~"5.."}', "http_requests_total"),
-}
-GAUGES: dict[str, tuple[str, float]] = {  # name → (series, what 100 % is in the series' unit)
-    "queue": ("vllm:num_requests_waiting", 1.0),
-    "running": ("vllm:num_requests_running", 1.0),
-    "kv_usage": ("vllm:kv_cache_usage_perc", 1.0),
-    "gpu_util": ("DCGM_FI_DEV_GPU_UTIL", 100.0),  # DCGM reports percent
+GAUGES: dict[str, tuple[str, float]] = {  # name → (role, what 100 % is in the series' unit)
+    "queue": ("waiting", 1.0),
+    "running": ("running", 1.0),
+    "kv_usage": ("kv_usage", 1.0),
+    "gpu_util": ("gpu_util", 100.0),  # DCGM reports percent
 }
 _RULE = re.compile(r"^\s*(?P<cond>.+?)\s+for\s+(?P<hold>\S+)\s*$")
 _GAUGE = re.compile(r"^\s*(?P<name>\w+)\s*(?P<op><=|>=|<|>)\s*(?P<value>\S+)\s*$")
@@ -102,23 +88,21 @@ def _hold(seconds: float) -> str:
     return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
 
 
-def _expression(c: AlertCondition, source: Source, window: str) -> str:
+def _expression(c: AlertCondition, source: Source, window: str, engine: Preset) -> str:
+    server = Promql(engine)
     if c.metric in GAUGES:
-        series = GAUGES[c.metric][0]
         by = "gpu, Hostname" if c.metric == "gpu_util" else "pod"
-        return f"max by ({by}) ({series}) {c.op} {c.value:g}"
+        return f"{server.gauge(GAUGES[c.metric][0], by=by)} {c.op} {c.value:g}"
+    side = server if source == "server" else Promql(CLIENT)
     if c.metric == "error_rate":
-        failed, total = _ERRORS[source]
-        return f"sum(rate({failed}[{window}])) / sum(rate({total}[{window}])) {c.op} {c.value:g}"
-    histograms = _HISTOGRAMS[source]
-    if c.metric not in histograms:
-        known = ", ".join(histograms)
+        return f"{side.error_ratio(window)} {c.op} {c.value:g}"
+    if c.metric not in LATENCY_METRICS or not side.has(c.metric):
+        known = ", ".join(m for m in side.preset.latency if m in LATENCY_METRICS)
         raise ValueError(f"alert {c.expr!r}: the {source}'s metrics have no {c.metric} histogram (have {known})")
-    series = histograms[c.metric]
     if c.aggregation == "mean":
-        return f"sum(rate({series}_sum[{window}])) / sum(rate({series}_count[{window}])) {c.op} {c.value:g}"
+        return f"{side.mean(c.metric, window)} {c.op} {c.value:g}"
     quantile = float(c.aggregation[1:]) / 100  # type: ignore[index]
-    return f"histogram_quantile({quantile:g}, sum by (le) (rate({series}_bucket[{window}]))) {c.op} {c.value:g}"
+    return f"{side.quantile(quantile, c.metric, window)} {c.op} {c.value:g}"
 
 
 def _side(c: AlertCondition, source: Source) -> str:
@@ -133,7 +117,8 @@ def _name(c: AlertCondition, source: Source) -> str:
 
 
 def alert_rule(
-    c: AlertCondition, source: Source = "client", window: str = "5m", severity: str = "warning"
+    c: AlertCondition, source: Source = "client", window: str = "5m", severity: str = "warning",
+    engine: Preset = PRESETS["vllm"],
 ) -> dict[str, Any]:
     """One Prometheus alerting rule (``alert``, ``expr``, ``for``, ``labels``, ``annotations``)."""
     if c.metric in LATENCY_METRICS:
@@ -142,13 +127,8 @@ def alert_rule(
         shown = f"{c.value:.2%}"
     else:
         shown = f"{c.value:g}"
-    return {
-        "alert": _name(c, source),
-        "expr": _expression(c, source, window),
-        "for": _hold(c.hold_s),
-        "labels": {"severity": severity},
-        "annotations": {
-            "summary": f"{c.expr} ({_side(c, source)} side)",
-            "description": f"{c.key} {c.op} {shown}, held for {_hold(c.hold_s)}: written by surgelab from '{c.expr}'.",
-        },
-    }
+    return rule(
+        _name(c, source), _expression(c, source, window, engine), _hold(c.hold_s), severity,
+        summary=f"{c.expr} ({_side(c, source)} side)",
+        description=f"{c.key} {c.op} {shown}, held for {_hold(c.hold_s)}: written by surgelab from '{c.expr}'.",
+    )

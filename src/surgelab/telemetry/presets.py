@@ -5,8 +5,10 @@ engine's names, checked against a real vLLM 0.32 server in tests/realengine, ``l
 names older servers and ``surgelab serve`` still expose),
 SGLang ("Production Metrics"), Hugging Face TGI ("Metrics" reference), NVIDIA Triton
 ("Metrics"), llama.cpp server (``--metrics``), NVIDIA DCGM exporter (default counters) and
-the Prometheus node exporter. ``roles`` name the few series the analysis reads (running and
-waiting requests, KV-cache use, GPU utilisation), whatever the server calls them.
+the Prometheus node exporter. ``roles`` name the few gauges the analysis reads (running and
+waiting requests, KV-cache use, GPU utilisation), whatever the server calls them; ``latency``,
+``completed`` and ``errors`` the histograms and counters alert rules and autoscalers are
+written on (``telemetry.promql``), where the server has them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class Preset:
     series: tuple[str, ...]  # metric family names kept (histograms keep their buckets)
     roles: dict[str, str] = field(default_factory=dict)  # running / waiting / kv_usage / gpu_util / memory_used
     legacy: tuple[str, ...] = ()  # older names of series, kept too when a server still exposes them
+    title: str = ""  # how an alert's name spells the server
+    latency: dict[str, str] = field(default_factory=dict)  # ttft / e2e / itl / tpot → histogram family (seconds)
+    completed: str = ""  # the counter of requests served (PromQL's name), for requests/s
+    errors: tuple[str, str] | None = None  # (failed, all) request counters, for the error rate
 
     @property
     def kept(self) -> tuple[str, ...]:
@@ -49,6 +55,12 @@ PRESETS: dict[str, Preset] = {
             {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
              "kv_usage": "vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc"},
             ("vllm:num_requests_swapped", "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"),
+            title="VLLM",
+            latency={"ttft": "vllm:time_to_first_token_seconds", "e2e": "vllm:e2e_request_latency_seconds",
+                     "itl": "vllm:inter_token_latency_seconds", "tpot": "vllm:request_time_per_output_token_seconds"},
+            completed="vllm:request_success_total",
+            # vLLM's HTTP middleware (prometheus-fastapi-instrumentator) counts responses by status class.
+            errors=('http_requests_total{status=~"5.."}', "http_requests_total"),
         ),
         Preset(
             "sglang",
@@ -60,6 +72,10 @@ PRESETS: dict[str, Preset] = {
                 "sglang:inter_token_latency_seconds",
             ),
             {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage"},
+            title="SGLang",
+            latency={"ttft": "sglang:time_to_first_token_seconds", "e2e": "sglang:e2e_request_latency_seconds",
+                     "itl": "sglang:inter_token_latency_seconds"},
+            completed="sglang:num_requests_total",
         ),
         Preset(
             "tgi",
@@ -71,6 +87,10 @@ PRESETS: dict[str, Preset] = {
                 "tgi_batch_inference_duration",
             ),
             {"running": "tgi_batch_current_size", "waiting": "tgi_queue_size"},
+            title="TGI",
+            latency={"e2e": "tgi_request_duration", "tpot": "tgi_request_mean_time_per_token_duration"},
+            completed="tgi_request_success",
+            errors=("tgi_request_failure", "tgi_request_count"),
         ),
         Preset(
             "triton",
@@ -82,6 +102,8 @@ PRESETS: dict[str, Preset] = {
                 "nv_gpu_memory_total_bytes",
             ),
             {"waiting": "nv_inference_pending_request_count", "gpu_util": "nv_gpu_utilization"},
+            title="Triton",
+            completed="nv_inference_request_success",
         ),
         Preset(
             "llamacpp",
@@ -94,6 +116,7 @@ PRESETS: dict[str, Preset] = {
             ),
             {"running": "llamacpp:requests_processing", "waiting": "llamacpp:requests_deferred",
              "kv_usage": "llamacpp:kv_cache_usage_ratio"},
+            title="LlamaCpp",
         ),
         Preset(
             "dcgm",
@@ -104,6 +127,7 @@ PRESETS: dict[str, Preset] = {
                 "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
             ),
             {"gpu_util": "DCGM_FI_DEV_GPU_UTIL", "memory_used": "DCGM_FI_DEV_FB_USED"},
+            title="DCGM",
         ),
         Preset(
             "node",
