@@ -38,7 +38,10 @@ def _run(tmp_path, name: str, affinity: str | None, counts: dict, replicas: int 
                          "cache": {"prefix": True}})  # fmt: skip
     simulate(scenario({"rate": 4, "duration": "20s"}, seed=2, workload=SESSIONS), fleet, tmp_path / name)
     report = json.loads((tmp_path / name / "fleet.json").read_text())
-    return counts["hit"] / counts["asked"], report
+    cache = report["pools"]["p"]["prefix_cache"]  # what fleet.json says is what the engines counted
+    assert (cache["found_blocks"], cache["prompt_blocks"]) == (counts["hit"], counts["asked"])
+    assert cache["hit_rate"] == pytest.approx(counts["hit"] / counts["asked"])
+    return cache["hit_rate"], report
 
 
 def test_affinity_keeps_sessions_on_one_replica_and_raises_the_prefix_hit_rate(tmp_path, prefix_hits):

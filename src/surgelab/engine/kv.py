@@ -102,6 +102,10 @@ class KVCache:
         self._run_blocks = 0
         self.loaded = 0
         """Blocks loaded from the CPU tier since the engine last took the count (``take_loaded``)."""
+        self.queried_blocks = 0
+        """Full prompt blocks of every admitted request (a preempted one counts again when it comes back)."""
+        self.found_blocks = 0
+        """Those found resident or in the CPU tier instead of computed (vLLM's prefix cache hits, in blocks)."""
 
     @property
     def free_blocks(self) -> int:
@@ -161,6 +165,8 @@ class KVCache:
             self.release(alloc)
             return -1
         loaded = self._load(alloc, hashes[hits:need]) if self._cpu and hashes else 0
+        self.queried_blocks += len(hashes)
+        self.found_blocks += hits + loaded
         return hits + loaded
 
     def admissible(self, hashes: tuple[int, ...], tokens: int) -> bool:

@@ -126,6 +126,12 @@ def _violations(table: pa.Table, scenario: Scenario) -> int:
     return counted - int(good.sum())
 
 
+def _prefix_cache(replica: Any) -> Any:
+    """The replica engine's KV cache when its prefix cache is on (none for a latency curve)."""
+    kv = getattr(getattr(replica.backend, "engine", None), "kv", None)
+    return kv if kv is not None and kv.prefix_caching else None
+
+
 def fleet_report(
     sim: Simulator, fleet: Fleet, end_ns: int, wall_s: float, table, scenario: Scenario, n: int
 ) -> dict[str, Any]:
@@ -151,6 +157,11 @@ def fleet_report(
             "dispatched_by_replica": [r.received for r in pool.replicas],
             "autoscaler": [d.__dict__ for d in pool.decisions],
         }
+        caches = [kv for r in pool.replicas if (kv := _prefix_cache(r)) is not None] if fleet.cache.prefix else []
+        if caches:
+            asked, found = sum(kv.queried_blocks for kv in caches), sum(kv.found_blocks for kv in caches)
+            pools[pool.name]["prefix_cache"] = {"prompt_blocks": asked, "found_blocks": found,
+                                                "hit_rate": found / asked if asked else None}  # fmt: skip
     lookups = sim.cache.hits + sim.cache.misses
     extra: dict[str, Any] = {}
     if fleet.cache.exact:
