@@ -234,8 +234,9 @@ def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path,
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     charts = page.evaluate("window.SURGELAB_CHARTS")
-    assert charts["chart-fleet"]["traces"] == ["replicas", "queue", "shed"]
-    assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
+    assert charts["chart-fleet"]["traces"] == ["provisioned", "ready"]
+    assert charts["chart-fleet-requests"]["traces"] == ["waiting inside replicas", "held by replicas (waiting + running)", "router queue", "shed per interval"]
+    assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"] + charts["chart-fleet-requests"]["points"])
     assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
     for chart in ("chart-load", "chart-ttft-time", "chart-e2e-time", "chart-errors", "chart-lag"):
         low, high = page.evaluate(f"document.getElementById('{chart}')._fullLayout.xaxis.range")

@@ -136,7 +136,7 @@ _REPORT_JS = r"""
   D.cards.forEach(c => {
     const e = slEl("div", { className: "card " + (c.status || ""), title: c.detail || "" });
     e.id = "card-" + c.id;
-    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>"
+    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value, c.digits) + '<span class="unit">' + c.unit + "</span></div>"
       + (c.n !== undefined || c.note ? '<div class="n">' + [c.n !== undefined ? "n = " + c.n.toLocaleString() : "", c.note || ""].filter(x => x).join(" · ") + "</div>" : "");
     cards.appendChild(e);
   });
@@ -281,9 +281,27 @@ _REPORT_JS = r"""
   }
   if (X.fleet && X.fleet.t) {
     const fl = section("Simulation: fleet timeline");
-    const F = X.fleet;
-    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("replicas / requests"));
-    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost per hour"));
+    const F = X.fleet, CS = F.cold_start, whole = { range: [0, F.end_s || F.t[F.t.length - 1]], autorange: false };  // the whole run, not to the last sample
+    const fx = (y, extra) => { const l = lay(y, extra); l.xaxis = Object.assign({}, l.xaxis, whole); return l; };
+    const ev = F.events || [], marks = ev.map(e => ({ type: "line", yref: "paper", y0: 0, y1: 1, x0: e.t, x1: e.t, line: { dash: "dot", color: e.to > e.from ? "#15803d" : "#b45309", width: 1 } }));
+    if (CS) root.insertBefore(slEl("p", { id: "cold-start", className: "warn" }, "Cold start: provisioned replicas were not ready for " + slFmt(CS.seconds) + " s of the run (from "
+      + slFmt(CS.first_s) + " s); at " + slFmt(CS.worst_t) + " s " + CS.worst_ready + " of " + CS.worst_replicas + " replicas were ready."), fl);
+    slChart(fl, "chart-fleet", "Replicas: provisioned, ready",
+      [slLine("provisioned", F.t, F.replicas, { line: { shape: "hv" } }), slLine("ready", F.t, F.ready, { line: { shape: "hv", dash: "dash" } })],
+      fx("replicas", { shapes: (warm.shapes || []).concat(marks) }));
+    slChart(fl, "chart-fleet-requests", "Requests in replicas and queued",
+      [slLine("waiting inside replicas", F.t, F.engine_waiting), slLine("held by replicas (waiting + running)", F.t, F.in_flight),
+       slLine("router queue", F.t, F.queue), slLine("shed per interval", F.t, F.shed)], fx("requests"));
+    slChart(fl, "chart-fleet-util", "Utilisation of ready replicas", [slLine("utilisation", F.t, F.utilisation.map(v => v === null ? null : 100 * v))],
+      fx("% of the interval", { yaxis: { title: { text: "% of the interval" }, range: [0, 105] } }));
+    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour, { line: { shape: "hv" } })], fx("cost per hour (cost_per_hour's unit)"));
+    root.appendChild(slEl("p", { className: "note" }, "Provisioned: replicas asked for (starting, ready or restarting: billed); ready: serving. "
+      + (ev.length ? "Dotted lines: scaling decisions (green up, amber down). " : "") + "Waiting inside replicas: requests in the engines' queues, not yet running; "
+      + "the router queue holds those no replica had room for. Utilisation: the share of each interval the ready replicas spent stepping."));
+    if (ev.length) {
+      const st = slEl("div"); root.appendChild(slEl("h2", {}, "Scaling events")); root.appendChild(st);
+      slTable(st, ["time (s)", "pool", "replicas", "metric"], ev.map(e => [slFmt(e.t), e.pool, e.from + " → " + e.to, e.metric === null ? "–" : slFmt(e.metric, 2)])).id = "scaling-table";
+    }
   }
   if (X.rate_limits && X.rate_limits.t) {
     const rl = section("Provider rate limits (from its response headers)");

@@ -22,6 +22,7 @@ from surgelab.analysis.summary import meets_slo
 from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
+from surgelab.report.fleet import fleet_cards
 from surgelab.report.inputs import load_stored_scenario, telemetry_or_problem
 from surgelab.scenario import Scenario
 
@@ -495,7 +496,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         run_dir=str(run_dir),
         summary=summary,
         run_info=run_info,
-        cards=_cards(summary) + _slo_card(slo),
+        cards=_cards(summary) + _slo_card(slo) + fleet_cards(summary),
         timeseries=timeseries,
         cdfs={
             "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),
