@@ -77,6 +77,13 @@ function slSettle() {  // charts drawn before their grid filled up take their fi
     .then(() => { window.SURGELAB_READY = true; });
 }
 function slLine(name, x, y, extra) { return Object.assign({ name: name, x: x, y: y, type: "scatter", mode: "lines" }, extra || {}); }
+function slSparse(name, x, y, n, need, color, size) {  // a percentile from fewer than ``need`` values: hollow grey markers, apart from the firm line
+  const text = n.map(k => "n = " + k), out = [];
+  const firm = y.map((v, i) => n[i] >= need ? v : null), thin = y.map((v, i) => n[i] < need ? v : null);
+  if (firm.some(v => v !== null)) out.push(slLine(name, x, firm, { connectgaps: false, line: { color: color }, text: text }));
+  if (thin.some(v => v !== null)) out.push(slLine(name + " (sparse: n < " + need + ")", x, thin, { mode: "markers", text: text, marker: { color: "#cbd5e1", size: size || 5, line: { color: color, width: 1 } } }));
+  return out;
+}
 function slFmt(v, digits) {
   if (v === null || v === undefined) return "–";
   if (typeof v !== "number") return String(v);
@@ -176,13 +183,7 @@ _REPORT_JS = r"""
   };
   const pctTraces = P => {  // a window's percentile from too few requests is drawn grey, apart from the rest
     const out = [], colors = { p50: SL_COLORS[0], p90: SL_COLORS[4], p99: SL_COLORS[1] };
-    ["p50", "p90", "p99"].forEach(q => {
-      const need = P.min_n[q], text = P.n.map(n => "n = " + n);
-      const firm = P[q].map((v, i) => P.n[i] >= need ? v : null);
-      if (firm.some(v => v !== null)) out.push(slLine(q, T.t, firm, { connectgaps: false, line: { color: colors[q] }, text: text }));
-      const thin = P[q].map((v, i) => P.n[i] < need ? v : null);
-      if (thin.some(v => v !== null)) out.push(slLine(q + " (sparse: n < " + need + ")", T.t, thin, { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 5, line: { color: colors[q], width: 1 } } }));
-    });
+    ["p50", "p90", "p99"].forEach(q => out.push(...slSparse(q, T.t, P[q], P.n, P.min_n[q], colors[q])));
     return out;
   };
   slChart(lat, "chart-ttft-time", "TTFT percentiles (grey: too few requests in the window)", pctTraces(T.ttft_ms), lay("TTFT (ms)", sloLine("ttft")));
