@@ -134,9 +134,7 @@ def test_the_terminal_table_fits_80_columns_one_line_a_metric(runs):
     console.print(compare_table(data))
     lines = console.file.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
-    rows = [
-        line for line in lines if line.strip().startswith(("req/s", "output tok/s", "errors %", "TTFT", "ITL", "E2E"))
-    ]
+    rows = [line for line in lines if line.strip().startswith(("req/s", "output tok/s", "errors %", "TTFT", "ITL", "E2E"))]
     assert len(rows) == len(data.metrics)  # was 2–3 lines a metric at 80 columns
     assert any("better" in row for row in rows)
 
