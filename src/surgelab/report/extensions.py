@@ -64,6 +64,7 @@ def _sweep(run_dir: Path) -> dict[str, Any] | None:
          "ttft_p50_ms": r.latency("ttft", "p50"), "ttft_p99_ms": r.latency("ttft", "p99"),
          "e2e_p50_ms": r.latency("e2e", "p50"), "e2e_p99_ms": r.latency("e2e", "p99"),
          "tpot_p50_ms": r.latency("tpot", "p50"), "tpot_p99_ms": r.latency("tpot", "p99"),
+         "itl_p50_ms": r.latency("itl", "p50"), "itl_p99_ms": r.latency("itl", "p99"), "run_dir": r.run_dir,
          "error_rate": r.error_rate, "stage": r.stage, "valid": r.valid, "validity_reasons": r.validity_reasons,
          "diagnosis": r.diagnosis}
         for r in rows

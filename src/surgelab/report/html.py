@@ -242,35 +242,41 @@ _REPORT_JS = r"""
     if (W.knee) root.appendChild(slEl("p", { id: "knee-reason", className: W.knee.sparse ? "warn" : "note" },
       "Knee at offered " + slFmt(W.knee.offered) + " " + W.unit + " (" + slFmt(W.knee.throughput) + " req/s achieved): " + W.knee.reason
       + (W.knee.sparse ? " — rests on a sparse tail: that level's P99 is of fewer than " + need + " requests" : "")));
-    const sw = section("Sweep: throughput against latency");
-    const x = p.map(r => r.throughput), firm = (k, keep) => p.map(r => keep(r) ? r[k] : null);
-    const tr = [];
-    const metrics = [["ttft", "TTFT", SL_COLORS[0]], ["e2e", "E2E", SL_COLORS[1]], ["tpot", "TPOT", SL_COLORS[2]]];
-    const slo = W.slo_ms || {};
-    metrics.forEach(([k, name, color]) => {
-      if (!p.some(r => r[k + "_p99_ms"] !== null) || (k === "tpot" && slo.tpot === undefined)) return;
-      const text = p.map(r => "n = " + r.measured + (r.sparse ? " (sparse)" : ""));
-      if (p.some(r => !r.sparse)) tr.push(slLine(name + " p99", x, firm(k + "_p99_ms", r => !r.sparse), { mode: "lines+markers", line: { color: color }, text: text }));
-      if (p.some(r => r.sparse)) tr.push(slLine(name + " p99 (sparse: n < " + need + ")", x, firm(k + "_p99_ms", r => r.sparse),
-        { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 9, line: { color: color, width: 2 } } }));
+    // each latency on its own axis (TPOT's 7–10 ms under E2E's 2,900 ms sat on the floor), its SLO line and the knee on each
+    const sw = section("Sweep: latency against throughput (P99 per level, each on its own axis)");
+    const x = p.map(r => r.throughput), slo = W.slo_ms || {};
+    const sloShape = k => slo[k] === undefined || slo[k] === null ? [] : [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }];
+    const sloNote = k => slo[k] === undefined || slo[k] === null ? [] : [{ xref: "paper", x: 1, y: slo[k], text: k.toUpperCase() + " SLO " + slFmt(slo[k]) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }];
+    const knee = W.knee && W.knee.throughput !== undefined && W.knee.throughput !== null;
+    const kneeShape = knee ? [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: W.knee.throughput, x1: W.knee.throughput, line: { dash: "dot", color: "#111" } }] : [];
+    const kneeNote = knee ? [{ yref: "paper", y: 1, x: W.knee.throughput, text: "knee " + slFmt(W.knee.throughput) + " req/s", showarrow: false, yanchor: "bottom" }] : [];
+    const levelTraces = (keys) => keys.flatMap(([k, name, color]) => {
+      const y = p.map(r => r[k + "_p99_ms"]);
+      if (!y.some(v => v !== null && v !== undefined)) return [];
+      return slSparse(name + " p99", x, y, p.map(r => r.measured), need, color, 9).map(t => Object.assign(t, { mode: t.mode === "lines" ? "lines+markers" : t.mode }));
     });
-    const shapes = [], ann = [];
-    Object.keys(slo).forEach(k => { if (slo[k] !== null && slo[k] !== undefined) { shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }); ann.push({ xref: "paper", x: 1, y: slo[k], text: k.toUpperCase() + " SLO " + slFmt(slo[k]) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }); } });
-    if (W.knee && W.knee.throughput !== undefined && W.knee.throughput !== null) { shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: W.knee.throughput, x1: W.knee.throughput, line: { dash: "dot", color: "#111" } }); ann.push({ yref: "paper", y: 1, x: W.knee.throughput, text: "knee " + slFmt(W.knee.throughput) + " req/s", showarrow: false, yanchor: "bottom" }); }
-    slChart(sw, "chart-sweep", "Throughput–latency curve (P99 per level)", tr, { xaxis: { title: { text: "achieved throughput (req/s)" } }, yaxis: { title: { text: "P99 latency (ms)" }, rangemode: "tozero" }, shapes: shapes, annotations: ann, hovermode: "closest" });
+    [["chart-sweep", "TTFT", [["ttft", "TTFT", SL_COLORS[0]]], ["ttft"]], ["chart-sweep-e2e", "E2E", [["e2e", "E2E", SL_COLORS[1]]], ["e2e"]],
+     ["chart-sweep-decode", "ITL and TPOT", [["itl", "ITL", SL_COLORS[3]], ["tpot", "TPOT", SL_COLORS[2]]], ["itl", "tpot"]]].forEach(([id, name, keys, slos]) => {
+      const tr = levelTraces(keys);
+      if (!tr.length) return;
+      slChart(sw, id, name + " P99 per level", tr, { xaxis: { title: { text: "achieved throughput (req/s)" } }, yaxis: { title: { text: name + " P99 (ms)" }, rangemode: "tozero" },
+        shapes: slos.flatMap(sloShape).concat(kneeShape), annotations: slos.flatMap(sloNote).concat(kneeNote), hovermode: "closest" });
+    });
     const loadTr = [slLine("achieved", p.map(r => r.offered), p.map(r => W.unit === "req/s" ? r.achieved : r.throughput), { mode: "lines+markers" })];
     if (W.unit === "req/s") loadTr.push(slLine("ideal (achieved = offered)", p.map(r => r.offered), p.map(r => r.offered), { line: { dash: "dash", color: "#94a3b8" } }),
                                           slLine("throughput (ok/s)", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" }));
-    slChart(sw, "chart-sweep-load", "Offered against achieved", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: W.unit === "req/s" ? "req/s" : "throughput (req/s)" }, rangemode: "tozero" }, hovermode: "closest" });
+    if (p.some(r => r.goodput !== null && r.goodput !== undefined)) loadTr.push(slLine("goodput (within every SLO)", p.map(r => r.offered), p.map(r => r.goodput), { mode: "lines+markers", line: { color: "#15803d" } }));
+    slChart(sw, "chart-sweep-load", "Offered against achieved and goodput", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: "req/s" }, rangemode: "tozero" }, hovermode: "closest" });
     const lv = slEl("div"); root.appendChild(slEl("h2", {}, "Levels")); root.appendChild(lv);
-    const pct = (r, k) => { const v = r[k]; return v === null ? "–" : (r.sparse && k.indexOf("p99") >= 0 ? '<span class="ns" title="P99 of fewer than ' + need + ' requests">' + slFmt(v) + "*</span>" : slFmt(v)); };
-    const lt = slTable(lv, ["offered (" + W.unit + ")", "achieved", "n", "req/s", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "errors", "validity", "diagnosis"],
-      p.map(r => [slFmt(r.offered) + (W.knee && r.offered === W.knee.offered ? " ◀ knee" : ""), slFmt(r.achieved), r.measured.toLocaleString(), slFmt(r.throughput),
-        pct(r, "ttft_p50_ms"), pct(r, "ttft_p99_ms"), pct(r, "e2e_p50_ms"), pct(r, "e2e_p99_ms"), slFmt(100 * r.error_rate, 1) + " %",
-        r.valid ? '<span class="pass">valid</span>' : '<span class="fail" title="' + r.validity_reasons.join("; ") + '">INVALID</span>', (r.diagnosis || []).join("; ")]));
+    // a sparse P99 is marked in its own cell: the level's counts, rates and medians stay readable
+    const pct = (r, k) => { const v = r[k]; return v === null || v === undefined ? "–" : (r.sparse && k.indexOf("p99") >= 0 ? '<span class="ns sparse-cell" title="P99 of fewer than ' + need + ' requests">' + slFmt(v) + "*</span>" : slFmt(v)); };
+    const link = r => r.run_dir ? '<a href="' + slEsc(r.run_dir) + '/report.html">' + slEsc(r.run_dir) + "</a>" : "–";
+    const lt = slTable(lv, ["offered (" + W.unit + ")", "achieved", "n", "req/s", "goodput", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "ITL p99", "TPOT p99", "errors", "validity", "report", "diagnosis"],
+      p.map(r => [slFmt(r.offered) + (W.knee && r.offered === W.knee.offered ? " ◀ knee" : ""), slFmt(r.achieved), r.measured.toLocaleString(), slFmt(r.throughput), slFmt(r.goodput),
+        pct(r, "ttft_p50_ms"), pct(r, "ttft_p99_ms"), pct(r, "e2e_p50_ms"), pct(r, "e2e_p99_ms"), pct(r, "itl_p99_ms"), pct(r, "tpot_p99_ms"), slFmt(100 * r.error_rate, 1) + " %",
+        r.valid ? '<span class="pass">valid</span>' : '<span class="fail" title="' + r.validity_reasons.join("; ") + '">INVALID</span>', link(r), (r.diagnosis || []).join("; ")]));
     lt.id = "levels-table";
-    lt.querySelectorAll("tr").forEach((row, i) => { if (i > 0 && p[i - 1].sparse) row.className = "sparse"; });
-    root.appendChild(slEl("p", { className: "note" }, "Latencies in ms. * and grey: the level's P99 rests on fewer than " + need + " requests (5 beyond it); it is left out of the latency knee."));
+    root.appendChild(slEl("p", { className: "note" }, "Latencies in ms. * and grey: that P99 rests on fewer than " + need + " requests (5 beyond it); the level is left out of the latency knee. Each level is a run of its own: its report is linked."));
     if (W.plan) {
       const P = W.plan, pb = slEl("div"); root.appendChild(slEl("h2", {}, "SLA capacity")); root.appendChild(pb);
       const rows = [["level", slFmt(P.level) + " " + W.unit], ["throughput", slFmt(P.requests_per_s) + " req/s"], ["output tokens", slFmt(P.output_tokens_per_s) + " tok/s"],
