@@ -10,6 +10,7 @@ from rich.text import Text
 from surgelab.report.assets import script_safe
 from surgelab.report.compare import CompareData
 from surgelab.report.html import page
+from surgelab.tablefit import fit_table, natural_width
 
 __all__ = ["compare_table", "render_compare_html"]
 
@@ -46,29 +47,40 @@ def _why(reason: str) -> str:
     return _SHORT.get(reason, reason)
 
 
-def compare_table(data: CompareData) -> Group:
+def _compare_rows(data: CompareData, k: int, names: tuple[str, str]) -> Table:
+    """Candidate ``k``'s table, its two value columns headed ``names``."""
+    run = data.runs[k + 1]
+    table = Table(title=f"{run['label']} against baseline {data.runs[0]['label']}", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 1))  # fmt: skip
+    table.add_column("metric", no_wrap=True)
+    for name in (*names, "Δ", "95% CI of Δ"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for m in data.metrics:
+        d = m.diffs[k]
+        rel = f" ({d['rel']:+.0%})" if d["rel"] is not None else ""
+        sign = "+" if d["diff"] is not None and d["diff"] >= 0 else ""
+        verdict = d["verdict"] if d["verdict"] != "not significant" else "n.s. " + _why(d.get("reason", ""))
+        table.add_row(_NAMES.get(m.id, f"{m.label} {m.unit}"), _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
+                      _interval(d), Text(verdict, style=_STYLE[d["verdict"]]))  # fmt: skip
+    return table
+
+
+def compare_table(data: CompareData, width: int | None = None) -> Group:
     """Per candidate run: baseline and candidate side by side, the difference, its 95 % CI and the verdict.
 
     Fits 80 columns: light borders, units in the metric's name, the relative difference as a
     whole percentage, and "n.s." with its reason in a word (the reasons in full are in the page).
+    At ``width`` columns, long run names become "baseline" and "candidate" (the title names them),
+    then the interval and the difference are left out whole rather than cut short.
     """
     base = data.runs[0]["label"]
     tables = []
     for k, run in enumerate(data.runs[1:]):
-        table = Table(title=f"{run['label']} against baseline {base}", title_justify="left", box=box.SIMPLE_HEAD,
-                      pad_edge=False, padding=(0, 1))  # fmt: skip
-        table.add_column("metric", no_wrap=True)
-        for name in (base, run["label"], "Δ", "95% CI of Δ"):
-            table.add_column(name, justify="right", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        for m in data.metrics:
-            d = m.diffs[k]
-            rel = f" ({d['rel']:+.0%})" if d["rel"] is not None else ""
-            sign = "+" if d["diff"] is not None and d["diff"] >= 0 else ""
-            verdict = d["verdict"] if d["verdict"] != "not significant" else "n.s. " + _why(d.get("reason", ""))
-            table.add_row(_NAMES.get(m.id, f"{m.label} {m.unit}"), _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
-                          _interval(d), Text(verdict, style=_STYLE[d["verdict"]]))  # fmt: skip
-        tables.append(table)
+        table = _compare_rows(data, k, (base, run["label"]))
+        if width is not None and natural_width(table) > width:
+            table = _compare_rows(data, k, ("baseline", "candidate"))
+        tables.append(fit_table(table, width, ("95% CI of Δ", "Δ")))
         if run.get("load_differs"):
             tables.append(Text(f"{run['label']}: {run['load_differs']} — no metric is called better or worse", style="yellow"))
     notes = [Text(n, style="red") for n in data.notes]

@@ -39,10 +39,10 @@ class TerminalOutput:
 
     def finalize(self, result: Result) -> None:
         if isinstance(result, CompareData):
-            self.console.print(compare_table(result))
+            self.console.print(compare_table(result, self.console.width))
             return
         if result.kind == "sweep":
-            self.console.print(sweep_table(result))
+            self.console.print(sweep_table(result, self.console.width))
             return
         print_summary(result.summary, self.console)
         self.console.print(timeline(result))
