@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,3 +72,9 @@ def test_a_comparison_of_long_run_names_at_80_columns(tmp_path: Path):
         line.strip().startswith("req/s") and ("n.s. CI∋0" in line or "better" in line or "worse" in line)
         for line in table
     )
+    # a simulation's cost is compared too: exact, fleet.json's own figure
+    [cost] = [m for m in json.loads((tmp_path / "cmp" / "compare.json").read_text())["metrics"] if m["id"] == "cost"]
+    names = ("autoscaled-cold-start-ten-seconds", "three-fixed-replicas-on-a10-gpus")
+    fleets = [json.loads((tmp_path / "sims" / name / "fleet.json").read_text())["cost"] for name in names]
+    assert cost["values"] == [round(c, 4) for c in fleets] and cost["diffs"][0]["exact"]
+    assert any(line.strip().startswith("cost ") for line in table)
