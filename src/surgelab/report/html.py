@@ -265,7 +265,7 @@ _REPORT_JS = r"""
     const loadTr = [slLine("achieved", p.map(r => r.offered), p.map(r => W.unit === "req/s" ? r.achieved : r.throughput), { mode: "lines+markers" })];
     if (W.unit === "req/s") loadTr.push(slLine("ideal (achieved = offered)", p.map(r => r.offered), p.map(r => r.offered), { line: { dash: "dash", color: "#94a3b8" } }),
                                           slLine("throughput (ok/s)", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" }));
-    if (p.some(r => r.goodput !== null && r.goodput !== undefined)) loadTr.push(slLine("goodput (within every SLO)", p.map(r => r.offered), p.map(r => r.goodput), { mode: "lines+markers", line: { color: "#15803d" } }));
+    if (p.some(r => r.goodput !== null && r.goodput !== undefined)) loadTr.push(slLine("goodput (within every SLO)", p.map(r => r.offered), p.map(r => r.goodput), { mode: "lines+markers", line: { color: "#9333ea", dash: "dot" } }));
     slChart(sw, "chart-sweep-load", "Offered against achieved and goodput", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: "req/s" }, rangemode: "tozero" }, hovermode: "closest" });
     const lv = slEl("div"); root.appendChild(slEl("h2", {}, "Levels")); root.appendChild(lv);
     // a sparse P99 is marked in its own cell: the level's counts, rates and medians stay readable

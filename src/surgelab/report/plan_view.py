@@ -47,7 +47,8 @@ _PLAN_JS = r"""
   if (C.model_error) root.appendChild(slEl("p", { id: "model-error", className: "warn" }, "Engine model's error bar: " + esc(C.model_error)
     + " — a simulated capacity, sized at the model's slow end"));
   if (C.assumptions) { root.appendChild(slEl("h2", {}, "Assumptions")); const ab = slEl("div"); root.appendChild(ab);
-    slTable(ab, ["assumption", "value", ""], C.assumptions.map(a => [esc(a[0]), esc(a[1]), '<span class="note">' + esc(a[2]) + "</span>"])).id = "assumptions"; }
+    const at = slTable(ab, ["assumption", "value", ""], C.assumptions.map(a => [esc(a[0]), esc(a[1]), '<span class="note">' + esc(a[2]) + "</span>"]));
+    at.id = "assumptions"; at.querySelectorAll("tr").forEach(r => { if (r.cells[2]) r.cells[2].className = "text"; }); }
   const ar = slEl("pre", { id: "arithmetic" }); ar.textContent = F.arithmetic.join("\n"); root.appendChild(ar);
   const rows = F.table, n = rows.map(r => r.instances);
   const curve = section("Cost against availability (actual peak lognormal, mean " + slFmt(I.peak) + " req/s, CV " + I.peak_cv + ")");
