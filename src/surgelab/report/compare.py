@@ -42,7 +42,7 @@ from surgelab.analysis.outcomes import e2e_per_row, ttft_per_row
 from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.window import window_of
 from surgelab.report.inputs import load_stored_scenario
-from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
+from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, has_slo, load_columns
 
 __all__ = ["CompareData", "MetricComparison", "compare_runs", "METHOD"]
 
@@ -329,7 +329,7 @@ def compare_runs(
         raise ValueError("compare needs at least two runs")
     reports = [build_report_data(p) for p in paths]
     scenarios = [load_stored_scenario(p, []) for p in paths]
-    with_slo = all(sc is not None and _objective(sc) for sc in scenarios)
+    with_slo = all(sc is not None and has_slo(sc) for sc in scenarios)
     samples, columns = [], []
     for path, rep, scenario in zip(paths, reports, scenarios):
         s = _sample(load_columns(path), rep.summary, rep.run_info, scenario if with_slo else None)
@@ -398,11 +398,6 @@ def compare_runs(
     ]  # a provider's quota, not its speed: its latencies are no verdict on it
     return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors],
                        notes=notes, settings=settings_diff(paths))  # fmt: skip
-
-
-def _objective(scenario: Any) -> bool:
-    slos = [scenario.slo, *(scenario.slo_of(t) for t in scenario.tiers)]
-    return any(getattr(slo, k) is not None for slo in slos for k in ("ttft", "itl", "tpot", "e2e"))
 
 
 def _cost_row(summaries: list[dict[str, Any]], min_effect: float) -> MetricComparison | None:
