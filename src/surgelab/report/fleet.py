@@ -42,7 +42,9 @@ def read_fleet(run_dir: Path) -> dict[str, Any] | None:
         raise Unreadable(f"fleet.parquet cannot be read ({why(exc)}): the fleet timeline is left out") from None
     by_t: dict[float, dict[str, float]] = {}
     n = len(table.get("t_s", []))
-    column = lambda key: table.get(key) or [0] * n  # noqa: E731 - an older timeline lacks a column
+    # an older timeline lacks some columns
+    columns = {key: table.get(key) or [0] * n for key in (*POOL_SUMS, *FLEET_WIDE, "busy")}
+    column = columns.__getitem__
     for i, t in enumerate(table.get("t_s", [])):
         slot = by_t.setdefault(t, dict.fromkeys(POOL_SUMS, 0) | {"busy_ready": 0.0})
         for key in POOL_SUMS:

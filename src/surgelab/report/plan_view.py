@@ -131,7 +131,10 @@ def plan_context(
         page_path = directory / "report.html"
         link = {"name": sweep.name, "dir": str(directory), "link": os.path.relpath(page_path, out), "exists": page_path.exists(),
                 "level": capacity["level"], "unit": sweep.unit}  # fmt: skip
-    said = lambda key: " (default)" if defaults.get(key) else ""  # noqa: E731
+
+    def said(key: str) -> str:
+        return " (default)" if defaults.get(key) else ""
+
     cost = inputs.get("gpu_hour_cost")
     assumptions = [
         ["peak variation", f"CV {inputs['peak_cv']:g}{said('peak_cv')}", "the actual peak, lognormal around the forecast: the availability table"],
