@@ -137,3 +137,65 @@ def test_the_terminal_table_fits_80_columns_one_line_a_metric(runs):
     rows = [line for line in lines if line.strip().startswith(("req/s", "output tok/s", "errors %", "TTFT", "ITL", "E2E"))]
     assert len(rows) == len(data.metrics)  # was 2–3 lines a metric at 80 columns
     assert any("better" in row for row in rows)
+
+
+@pytest.fixture(scope="session")
+def loads(h100_server, tmp_path_factory, run_maker) -> dict[str, Path]:
+    """One server at two offered loads, two classes in two tiers with TTFT objectives (so an SLO to miss)."""
+    tmp = tmp_path_factory.mktemp("loads")
+    run = {"duration": "3s", "warmup": "0.5s", "output_tokens": 16}
+    return {"base": run_maker(tmp, h100_server, "base", rate=10, **run),
+            "triple": run_maker(tmp, h100_server, "triple", rate=30, **run)}  # fmt: skip
+
+
+def test_three_times_the_load_is_not_called_better(loads, tmp_path, surgelab_cli, browser, narrow):
+    """Issue 30: "throughput better (+192 %)" when only the offered load tripled; no SLO-violation or
+    goodput rows; P99 over time from ~8 requests a second drawn solid; "[0, 52.6]" said without why."""
+    out, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
+    done = surgelab_cli(
+        "compare", str(loads["base"]), str(loads["triple"]), "--out", str(out), "--json", str(js), "--resamples", "200"
+    )
+    assert done.returncode == 0, done.stderr
+    model = json.loads(js.read_text())
+    summaries = [json.loads((loads[k] / "summary.json").read_text()) for k in ("base", "triple")]
+    metrics = {m["id"]: m for m in model["metrics"]}
+    assert metrics["throughput"]["diffs"][0]["rel"] > 1.5  # the load tripled, and so did the throughput
+    assert {m["diffs"][0]["verdict"] for m in model["metrics"]} == {"load differed"}
+    offered = [r["offered"]["value"] for r in model["runs"]]
+    assert 2.4 < offered[1] / offered[0] < 3.6
+    # SLO violations and goodput: the runs' own figures
+    from surgelab.report.model import build_report_data
+
+    for k, key in enumerate(("base", "triple")):
+        assert metrics["goodput"]["values"][k] == pytest.approx(summaries[k]["goodput"]["requests_per_s"], abs=1e-4)
+        assert metrics["slo_violations"]["values"][k] == build_report_data(loads[key]).slo["misses"]
+    assert "load differed" in done.stdout and "no metric is called better or worse" in " ".join(done.stdout.split())
+    page = browser(offline=True).new_page()
+    page.goto(out.as_uri())
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    overall = page.inner_text("#overall")
+    assert "triple against base: LOAD DIFFERED" in overall and "better" not in overall.replace(
+        "called better or worse", ""
+    )
+    rows = {
+        r[0]: r
+        for r in page.evaluate(
+            "Array.from(document.querySelectorAll('#metrics-table tr')).slice(1).map(r => Array.from(r.cells).map(c => c.innerText))"
+        )
+    }
+    assert (
+        rows["throughput (req/s)"][-1].startswith("load differed")
+        and "SLO violations (requests)" in rows
+        and "goodput (req/s)" in rows
+    )
+    for metric in (
+        "ttft_p99",
+        "e2e_p99",
+    ):  # P99s of a few hundred requests: the interval says what it is, and why it holds 0
+        d, row = metrics[metric]["diffs"][0], rows[f"{metric.split('_')[0].upper()} p99 (ms)"]
+        assert d["sparse_tail"] and "order-statistic interval: a sparse tail" in row[-2]
+        assert d["ci_widened"] == ("widened to include 0" in row[-2])
+    # every second holds far fewer than 500 requests: every P99 point over time is drawn sparse
+    charts = page.evaluate("window.SURGELAB_CHARTS")
+    assert charts["chart-cmp-ttft"]["traces"] == ["base (sparse: n < 500)", "triple (sparse: n < 500)"]
+    narrow(page)

@@ -98,6 +98,13 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         # here); latency is of the last seconds, with its count
         assert later["target_rate"] == pytest.approx(20.0) and later["recent_n"] > 0
         assert charts["live-latency"]["title"] == "Latency of the last 5 s (ms)"
+        # issue 30: the axis spans the plan from the start (it grew with the run); tokens/s and TPOT drawn
+        for chart_id in ("live-throughput", "live-latency", "live-inflight", "live-errors", "live-decode"):
+            assert page.evaluate(f"document.getElementById('{chart_id}')._fullLayout.xaxis.range") == [0, later["duration_s"]], chart_id
+        assert later["duration_s"] == 9 and later["elapsed_s"] < 9.0  # the planned 9 s, seen before its end
+        assert charts["live-decode"]["traces"] == ["output tokens/s", "TPOT p50 (ms)", "TPOT p99 (ms)"]
+        decode = page.evaluate("SURGELAB_DASH.entries.filter(x => x.recent_tokens_per_s > 0).map(x => [x.recent_tokens_per_s, x.recent_tpot_p50_ms])")
+        assert decode and all(tps > 0 and tpot > 0 for tps, tpot in decode)
         # the lag card is red once the bound is crossed; a progress bar with the time remaining
         assert "bad" in page.get_attribute("#count-lag", "class").split()
         assert page.inner_text("#count-lag .n").startswith("bound 0.00") and "crossed" in page.inner_text("#count-lag .n")
@@ -118,6 +125,8 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
         assert summary["validity"]["reasons"][0] in verdict and not summary["validity"]["valid"]
         assert "invalid" in page.get_attribute("#verdict .banner", "class").split()
         assert page.inner_text("#progress-text").startswith("finished after")
+        report = (out / "report.html").resolve()  # where to look next: the run's report, named after the run
+        assert page.get_attribute("#report-link a", "href") == report.as_uri() and str(report) in page.inner_text("#report-link")
         time.sleep(1.5)  # the server is gone now: the page does not turn to "disconnected, retrying…"
         assert "disconnected" not in page.inner_text("#status") and page.is_visible("#verdict")
         page.screenshot(path=str(screenshot_dir / "dashboard-final.png"))

@@ -183,16 +183,35 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     charts = page.evaluate("window.SURGELAB_CHARTS")
-    assert charts["chart-sweep"]["traces"] == ["TTFT p99 (sparse: n < 500)", "E2E p99 (sparse: n < 500)",
-                                               "TPOT p99 (sparse: n < 500)"]  # fmt: skip
-    assert charts["chart-sweep"]["points"] == [3, 3, 3]
-    shapes = page.evaluate("document.getElementById('chart-sweep').layout.shapes.map(s => s.y0)")
-    assert 250.0 in shapes and 50.0 in shapes  # the SLO lines, each with its curve
-    assert "ideal (achieved = offered)" in charts["chart-sweep-load"]["traces"]
+    # each latency on its own axis: TPOT (a few ms) once shared E2E's axis and sat on the floor
+    assert charts["chart-sweep"]["traces"] == ["TTFT p99 (sparse: n < 500)"]
+    assert charts["chart-sweep-e2e"]["traces"] == ["E2E p99 (sparse: n < 500)"]
+    assert charts["chart-sweep-decode"]["traces"] == ["ITL p99 (sparse: n < 500)", "TPOT p99 (sparse: n < 500)"]
+    assert charts["chart-sweep"]["points"] == [3]
+    shapes = lambda chart: page.evaluate(f"document.getElementById('{chart}').layout.shapes.map(s => s.y0)")  # noqa: E731
+    assert 250.0 in shapes("chart-sweep") and 50.0 in shapes("chart-sweep-decode")  # the SLO lines, each with its curve
+    decode_top = page.evaluate("document.getElementById('chart-sweep-decode')._fullLayout.yaxis.range[1]")
+    own = max(v for p in sweep["points"] for v in (p["itl_p99_ms"], p["tpot_p99_ms"], 50.0) if v is not None)
+    e2e = max(p["e2e_p99_ms"] for p in sweep["points"])
+    assert own <= decode_top <= 1.3 * own and (e2e <= own or decode_top < e2e), (decode_top, own, e2e)
+    load = page.evaluate("Object.fromEntries(document.getElementById('chart-sweep-load').data.map(t => [t.name, t.y]))")
+    assert "ideal (achieved = offered)" in load and load["goodput (within every SLO)"] == [p["goodput"] for p in sweep["points"]]
     rows = page.evaluate("Array.from(document.querySelectorAll('#levels-table tr')).slice(1).map(r => "
-                         "({cells: Array.from(r.cells).map(c => c.innerText), sparse: r.className === 'sparse'}))")  # fmt: skip
-    assert [r["cells"][2] for r in rows] == [f"{p['measured']:,}" for p in sweep["points"]]  # n beside every level
-    assert all(r["sparse"] and r["cells"][5].endswith("*") for r in rows)  # greyed, P99 starred
+                         "({cells: Array.from(r.cells).map(c => c.innerText), grey: getComputedStyle(r).color,"
+                         " marked: Array.from(r.cells).map(c => !!c.querySelector('.sparse-cell')),"
+                         " link: (r.querySelector('a') || {}).href}))")  # fmt: skip
+    head = page.evaluate("Array.from(document.querySelectorAll('#levels-table th')).map(c => c.innerText)")
+    col = {name: i for i, name in enumerate(head)}
+    assert [r["cells"][col["n"]] for r in rows] == [f"{p['measured']:,}" for p in sweep["points"]]  # n beside every level
+    # sparse P99 cells marked, not the whole table greyed: counts, rates and medians read as they are
+    assert len({r["grey"] for r in rows}) == 1 and rows[0]["grey"] == page.evaluate("getComputedStyle(document.querySelector('#levels-table th')).color")
+    for r in rows:
+        assert [head[i] for i, m in enumerate(r["marked"]) if m] == ["TTFT p99", "E2E p99", "ITL p99", "TPOT p99"]
+        assert r["cells"][col["TTFT p99"]].endswith("*") and not r["cells"][col["TTFT p50"]].endswith("*")
+    assert [r["cells"][col["goodput"]] for r in rows] == [page.evaluate(f"slFmt({p['goodput']})") for p in sweep["points"]]
+    # each level's own report, a click away
+    assert [r["link"].rsplit("/", 2)[-2:] for r in rows] == [[p["run_dir"], "report.html"] for p in sweep["points"]]
+    assert all((out / p["run_dir"] / "report.html").exists() for p in sweep["points"])
     capacity = sweep["plan"]
     if capacity is not None:
         table = page.inner_text("#capacity-table")
@@ -207,6 +226,9 @@ def test_sweep_directory_report_has_the_curve_knee_and_slo(tiny_server, tmp_path
     else:
         assert banner.startswith("FAIL surgelab sweep exit 0") and "first failing bound: no level met P99 TTFT ≤ 250 ms" in banner
     narrow(page)
+    page.goto(rows[0]["link"])  # the link opens the level's own page
+    page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
+    assert page.inner_text("#card-requests .value") == f"{sweep['points'][0]['measured']:,}"
 
 
 def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path, surgelab_cli, browser, screenshot_dir, narrow):
@@ -234,8 +256,9 @@ def test_simulation_report_is_charted_over_simulated_time_with_its_slo(tmp_path,
     page.goto((out / "report.html").as_uri())
     page.wait_for_function("window.SURGELAB_READY === true", timeout=20_000)
     charts = page.evaluate("window.SURGELAB_CHARTS")
-    assert charts["chart-fleet"]["traces"] == ["replicas", "queue", "shed"]
-    assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"])
+    assert charts["chart-fleet"]["traces"] == ["provisioned", "ready"]
+    assert charts["chart-fleet-requests"]["traces"] == ["waiting inside replicas", "held by replicas (waiting + running)", "router queue", "shed per interval"]
+    assert all(p == len(fleet["t"]) for p in charts["chart-fleet"]["points"] + charts["chart-fleet-requests"]["points"])
     assert charts["chart-fleet-cost"]["points"] == [len(fleet["t"])]
     for chart in ("chart-load", "chart-ttft-time", "chart-e2e-time", "chart-errors", "chart-lag"):
         low, high = page.evaluate(f"document.getElementById('{chart}')._fullLayout.xaxis.range")

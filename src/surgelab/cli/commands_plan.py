@@ -155,6 +155,7 @@ def plan(
     spares: int = typer.Option(0, help="k of N+k: instances that may fail at the peak."),
     gpus_per_instance: int = typer.Option(1, help="GPUs per instance."),
     gpu_hour_cost: float | None = typer.Option(None, help="Cost per GPU-hour (any currency)."),
+    currency: str = typer.Option("", help="The currency of --gpu-hour-cost, as the plan's page says it (e.g. USD)."),
     peak_cv: float = typer.Option(
         0.2, help="Coefficient of variation of the actual peak (lognormal) for the availability table."
     ),
@@ -234,7 +235,7 @@ def plan(
     except PeakError as exc:
         raise fail(str(exc)) from None
     used_slo = threshold_options(slo or [], "--slo")
-    sweep_result, in_flight, waiting, source = None, None, None, "given with --capacity"
+    sweep_result, in_flight, waiting, source, cap, error_text = None, None, None, "given with --capacity", None, None
     if sweep_file is not None:
         try:
             sweep_result = read_sweep(sweep_file)
@@ -253,8 +254,10 @@ def plan(
             error = ErrorBar.from_dict(bar)
             simulated, capacity = capacity, error.pessimistic(capacity)
             source += f"; simulated {simulated:.4g} req/s ÷ (1 + {error.e2e:g} %), the engine model's slow end"
-            console.print(f"engine model: {error.describe()}", highlight=False, soft_wrap=True)
+            error_text = error.describe()
+            console.print(f"engine model: {error_text}", highlight=False, soft_wrap=True)
     assert capacity is not None
+    defaults = {"safety": safety is None and cushion is None, "peak_cv": peak_cv == 0.2}
     if cushion is not None and safety is not None:
         raise fail("give --safety or --cushion, not both (a cushion of 1.2 is a safety of 1 ÷ 1.2)")
     if cushion is not None and not cushion >= 1:
@@ -269,6 +272,11 @@ def plan(
     result = plan_capacity(inputs, source, in_flight, sweep_result, waiting)
     console.print(f"forecast peak: [bold]{forecast.rate:.4g} req/s[/] ({forecast.source})", highlight=False)
     print_plan(result, console)
+    from surgelab.report.plan_view import plan_context
+
+    context = plan_context(sweep_result, sweep_file, cap, out or Path("."), result.to_dict()["fleet"]["inputs"], defaults, currency, error_text)
+    for warning in context["warnings"]:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if out is not None:
         from surgelab.files import os_error_line, write_atomic
         from surgelab.plan.artefacts import write_artefacts
@@ -279,7 +287,8 @@ def plan(
                 out, result, used_slo, deployment, namespace, hpa_metric, hpa_metric_name, min_replicas, force,
                 hpa_target, windows, engine=engine,
             )  # fmt: skip
-            page = render_plan_html(result.to_dict(), {p.name: p.read_text() for p in paths[1:]}, sweep_result.name if sweep_result else "")
+            page = render_plan_html(result.to_dict(), {p.name: p.read_text() for p in paths[1:]}, sweep_result.name if sweep_result else "",
+                                    context)  # fmt: skip
             write_atomic(out / PLAN_FILE, page)
         except ValueError as exc:
             raise fail(str(exc)) from None

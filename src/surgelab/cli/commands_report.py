@@ -36,16 +36,17 @@ def report(
     from surgelab.files import os_error_line
     from surgelab.report.html import REPORT_FILE
     from surgelab.report.model import build_report_data
-    from surgelab.report.outputs import HtmlOutput, JsonOutput
+    from surgelab.report.outputs import HtmlOutput, JsonOutput, write_level_reports
 
     data = build_report_data(_run_dir(run_dir))
     try:
         path = HtmlOutput(out or run_dir / REPORT_FILE).finalize(data)
         if json_out is not None:
             JsonOutput(json_out).finalize(data)
+        levels = write_level_reports(data)
     except OSError as exc:
         raise fail(f"report not written: {os_error_line(exc, 'or give --out a path you can write to', out)}") from None
-    print(f"report: {path}")
+    print(f"report: {path}" + (f" (and the report of each of its {levels} levels)" if levels else ""))
 
 
 @app.command("show")

@@ -204,4 +204,4 @@ def announce_end(observers: Any, summary: dict[str, Any], report: Any = None) ->
     for observer in observers:
         finish = getattr(observer, "finish", None)
         if finish is not None:
-            finish(summary, None if report is None else str(report))
+            finish(summary, None if report is None else str(Path(report).resolve()))  # a link on the page: absolute

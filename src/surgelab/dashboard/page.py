@@ -42,7 +42,8 @@ _BODY = """
 <h2>Counters</h2><div class="cards" id="counters"></div>
 <h2>Live curves</h2><div class="grid2" id="curves">
 <div class="chart" id="live-throughput"></div><div class="chart" id="live-latency"></div>
-<div class="chart" id="live-inflight"></div><div class="chart" id="live-errors"></div></div>
+<div class="chart" id="live-inflight"></div><div class="chart" id="live-errors"></div>
+<div class="chart" id="live-decode"></div></div>
 <div id="sweep"></div>
 """
 
@@ -98,6 +99,8 @@ _JS = r"""
     const box = document.getElementById("verdict");
     box.className = "done"; box.innerHTML = "";
     slVerdict(box, v.banner);
+    if (v.report) box.appendChild(slEl("p", { id: "report-link", className: "note" }, 'The run\'s report: <a href="file://' + slEsc(v.report) + '">' + slEsc(v.report)
+      + "</a> (a file on this machine: open it from there; <code>surgelab report RUN</code> rebuilds it)"));
     slBounds(box, v.banner);
     if (v.banner && v.banner.command === "surgelab run") slFailures(box, v.errors, v.diagnosis);
   }
@@ -122,23 +125,28 @@ _JS = r"""
       : slFmt(e.elapsed_s, 0) + " s of " + slFmt(e.duration_s, 0) + " s · " + slFmt(Math.max(0, e.duration_s - e.elapsed_s), 0) + " s remaining (" + slFmt(100 * share, 0) + " %)";
     const H = state.entries, t = H.map(x => x.elapsed_s);
     const curves = document.getElementById("curves");
+    // the whole plan from the start: the axis does not grow with the run (nor shrink with a short one)
+    const span = { title: { text: "elapsed (s)" }, range: [0, Math.max(e.duration_s || 0, e.elapsed_s)], autorange: false };
     // like for like: the target is averaged over the same trailing window as the achieved rates
     const tgt = H.map(x => x.target_rate === undefined ? null : x.target_rate);
     const thr = [slLine("arrivals/s", t, H.map(x => x.arrival_rate)), slLine("sent/s", t, H.map(x => x.send_rate)), slLine("completed/s", t, H.map(x => x.completion_rate), { line: { width: 3 } })];
     if (tgt.some(v => v !== null)) thr.unshift(slLine("target req/s", t, tgt, { line: { dash: "dash", color: "#111" } }));
-    slChart(curves, "live-throughput", "Rates per second (all 5 s trailing means, target too)", thr, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "per second" }, rangemode: "tozero" } });
+    slChart(curves, "live-throughput", "Rates per second (all 5 s trailing means, target too)", thr, { xaxis: span, yaxis: { title: { text: "per second" }, rangemode: "tozero" } });
     const recent = H.some(x => x.recent_n !== undefined);  // per-request latencies reach the dashboard (with --workers or --ray, a flush later)
     const L = recent ? [["TTFT p50", "recent_ttft_p50_ms"], ["TTFT p99", "recent_ttft_p99_ms"], ["E2E p50", "recent_e2e_p50_ms"], ["E2E p99", "recent_e2e_p99_ms"]]
       : [["TTFT p50", "ttft_p50_ms"], ["TTFT p99", "ttft_p99_ms"], ["E2E p50", "e2e_p50_ms"], ["E2E p99", "e2e_p99_ms"]];
     slChart(curves, "live-latency", recent ? "Latency of the last 5 s (ms)" : "Latency so far, whole run (ms)", L.map(([n, k]) => slLine(n, t, H.map(x => x[k]),
-      recent ? { text: H.map(x => "n = " + x.recent_n) } : {})), { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } });
+      recent ? { text: H.map(x => "n = " + x.recent_n) } : {})), { xaxis: span, yaxis: { title: { text: "ms" }, rangemode: "tozero" } });
     const flight = [slLine("in flight", t, H.map(x => x.in_flight)), slLine("client queue", t, H.map(x => x.queue))];
     if (H.some(x => x.gauges && x.gauges.running !== undefined)) {
       flight.push(slLine("target running", t, H.map(x => x.gauges ? x.gauges.running : null), { line: { dash: "dot" } }),
                   slLine("target waiting", t, H.map(x => x.gauges ? x.gauges.waiting : null), { line: { dash: "dot" } }));
     }
-    slChart(curves, "live-inflight", "In flight, client queue and the target's own counts", flight, { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
-    slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: { title: { text: "elapsed (s)" } }, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
+    slChart(curves, "live-inflight", "In flight, client queue and the target's own counts", flight, { xaxis: span, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
+    slChart(curves, "live-errors", "Errors (cumulative)", [slLine("failed", t, H.map(x => x.failed)), slLine("dropped", t, H.map(x => x.dropped)), slLine("cancelled", t, H.map(x => x.cancelled))], { xaxis: span, yaxis: { title: { text: "requests" }, rangemode: "tozero" } });
+    if (recent) slChart(curves, "live-decode", "Output tokens/s and TPOT of the last 5 s", [slLine("output tokens/s", t, H.map(x => x.recent_tokens_per_s === undefined ? null : x.recent_tokens_per_s)),
+      slLine("TPOT p50 (ms)", t, H.map(x => x.recent_tpot_p50_ms), { yaxis: "y2", line: { dash: "dot" } }), slLine("TPOT p99 (ms)", t, H.map(x => x.recent_tpot_p99_ms), { yaxis: "y2", line: { dash: "dot" } })],
+      { xaxis: span, yaxis: { title: { text: "tokens per second" }, rangemode: "tozero" }, yaxis2: { overlaying: "y", side: "right", title: { text: "TPOT (ms)" }, rangemode: "tozero", showgrid: false }, margin: { l: 60, r: 60, t: 40, b: 80 } });
     if (state.points.length) {
       const p = state.points;
       slChart(document.getElementById("sweep"), "live-sweep", "Sweep: throughput against latency", [slLine("TTFT p99", p.map(r => r.throughput), p.map(r => r.ttft_p99_ms), { mode: "lines+markers" }),

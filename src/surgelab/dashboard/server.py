@@ -79,7 +79,8 @@ class Dashboard:
         self._pollers: dict[str, float] = {}  # page id (?client=) → when it last polled (monotonic)
         self._told: set[str] = set()  # pages that have the verdict
         self.requests_served = 0
-        self._recent: deque[tuple[float, float, float]] = deque(maxlen=_RECENT_KEEP)  # (end s, TTFT ms, E2E ms)
+        # (end s, TTFT ms, E2E ms, TPOT ms, output tokens) of each success, for the trailing window
+        self._recent: deque[tuple[float, float, float, float, float]] = deque(maxlen=_RECENT_KEEP)
         self._observed = False
         self._target_seen: deque[tuple[float, float]] = deque()  # (elapsed s, planned level) for the trailing mean
         self._runner: web.AppRunner | None = None
@@ -97,17 +98,22 @@ class Dashboard:
         self._observed = True  # requests reach the dashboard (with --workers or --ray, a flush after they ended)
         if out.end_ns is not None and not meta.warmup and out.state.value == "ok":
             ttft = (out.first_token_ns - meta.intended_ns) / 1e6 if out.first_token_ns is not None else math.nan
-            self._recent.append((out.end_ns / 1e9, ttft, (out.end_ns - meta.intended_ns) / 1e6))
+            tokens = out.output_tokens or 0
+            tpot = (out.end_ns - out.first_token_ns) / (tokens - 1) / 1e6 if out.first_token_ns is not None and tokens > 1 else math.nan
+            self._recent.append((out.end_ns / 1e9, ttft, (out.end_ns - meta.intended_ns) / 1e6, tpot, float(tokens)))
 
     def _recent_latency(self, now_s: float) -> dict[str, float | int | None]:
-        """TTFT and E2E P50/P99 of the successes that ended in the trailing window (with their count)."""
-        lo, _ = self._window(now_s)
+        """TTFT, E2E and TPOT P50/P99 of the successes that ended in the trailing window (with their count),
+        and their output tokens per second over the window's whole seconds (as the achieved rates)."""
+        lo, hi = self._window(now_s)
         recent = self._recent
         while recent and recent[0][0] < lo:  # only the window is kept: each update costs its requests, no more
             recent.popleft()
         out: dict[str, float | int | None] = {"recent_n": len(recent)}  # the current partial second counts too
-        data = np.array(recent, dtype=float).reshape(-1, 3)
-        for col, name in ((1, "ttft"), (2, "e2e")):
+        data = np.array(recent, dtype=float).reshape(-1, 5)
+        whole = data[:, 0] < hi
+        out["recent_tokens_per_s"] = round(float(data[whole, 4].sum()) / (hi - lo), 3) if hi > lo else None
+        for col, name in ((1, "ttft"), (2, "e2e"), (3, "tpot")):
             values = data[:, col][np.isfinite(data[:, col])]
             for q in (50, 99):
                 out[f"recent_{name}_p{q}_ms"] = round(float(np.percentile(values, q)), 3) if values.size else None

@@ -18,7 +18,13 @@ excludes zero **and** it exceeds ``min_effect`` of the baseline (5 % by default,
 runs of one configuration that differ by a hair are not called different) **and**, for
 TTFT and E2E (measured from the intended send time), the client's own timing resolution (the larger schedule-lag P99 of the two runs:
 a client whose sends wobble by that much cannot resolve finer latency differences); its
-direction then makes it *better* or *worse*; otherwise *not significant*.
+direction then makes it *better* or *worse*; otherwise *not significant*. Runs are only called
+better or worse where their offered load matched — the measurement window's arrivals per second
+within 10 % (plus three standard deviations of Poisson noise) for open loops, the same users for
+closed ones — and *load differed* otherwise: three times the load is not three times better. With
+an SLO, SLO violations (measured requests that failed or missed their objective, as a simulation
+counts them) and goodput are resampled like the rest; a simulation's cost is exact, not
+resampled, and called different when it differs by ``min_effect``.
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ import numpy as np
 import yaml
 
 from surgelab.analysis.outcomes import e2e_per_row, ttft_per_row
+from surgelab.analysis.slo import meets_slo
 from surgelab.analysis.window import window_of
-from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, load_columns
+from surgelab.report.inputs import load_stored_scenario
+from surgelab.report.model import REPORT_VERSION, RunColumns, build_report_data, has_slo, load_columns
 
 __all__ = ["CompareData", "MetricComparison", "compare_runs", "METHOD"]
 
@@ -56,9 +64,11 @@ class _Sample:
     e2e: np.ndarray
     itl: np.ndarray  # flat gaps, ms
     itl_parent: np.ndarray  # request index of each gap
+    violations: np.ndarray  # measured and counted, failed or missing the SLO (none without an SLO)
+    good_in_window: np.ndarray  # successes ending in the window within every objective (goodput)
 
 
-def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) -> _Sample:
+def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any], scenario: Any) -> _Sample:
     """Every request of a run: latencies and errors over the measured ones, throughput as the summary counts it
     (successes ending in the window, warm-up ones included: ``analysis.window``), so the exact values are
     the summary's own."""
@@ -69,6 +79,10 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
     failed = measured & c.outcomes.against  # unanswered, dropped and lost too, as the summary counts them
     lengths = np.where(ok & measured, c.gaps.lengths, 0).astype(np.int64)
     flat = c.gaps.values(measured & ok) * 1000.0
+    counted = measured & c.outcomes.counted
+    no_slo = np.zeros(len(measured), dtype=bool)
+    good = meets_slo(c, ok & counted, scenario) if scenario is not None else no_slo  # type: ignore[arg-type]
+    good_rate = meets_slo(c, in_window | (ok & measured), scenario) & in_window if scenario is not None else no_slo  # type: ignore[arg-type]
     return _Sample(
         n=len(measured),
         window_s=window.length if window.length > 0 else 1e-9,
@@ -81,6 +95,8 @@ def _sample(c: RunColumns, summary: dict[str, Any], run_info: dict[str, Any]) ->
         e2e=np.where(measured, e2e_per_row(c, c.intended) * 1000.0, np.nan),
         itl=flat,
         itl_parent=np.repeat(np.arange(len(lengths)), lengths),
+        violations=counted & ~good if scenario is not None else no_slo,
+        good_in_window=good_rate,
     )
 
 
@@ -135,7 +151,7 @@ class _Metric:
     @property
     def every_request(self) -> bool:
         """A rate: it counts every success ending in the window, warm-up ones included, as the summary does."""
-        return self.id in ("throughput", "output_tokens")
+        return self.id in ("throughput", "output_tokens", "goodput")
 
     @property
     def from_intended(self) -> bool:
@@ -151,6 +167,34 @@ METRICS = (
     *(_Metric(f"{c}_p{q}", f"{c.upper()} p{q}", "ms", "lower", _pct(c, q), c, q)
       for c in ("ttft", "itl", "e2e") for q in (50, 99)),
 )  # fmt: skip
+SLO_METRICS = (  # only where every run has an objective to miss
+    _Metric("slo_violations", "SLO violations", "requests", "lower", lambda s, w, _: _sum(s.violations, w)),
+    _Metric("goodput", "goodput", "req/s", "higher", lambda s, w, _: _sum(s.good_in_window, w) / s.window_s),
+)
+LOAD_TOLERANCE = 0.10  # offered loads within 10 % (plus Poisson noise) are the same load
+
+
+def _offered(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the run asked of the system: arrivals per second of the window (open loop), users (closed)."""
+    mode, n = summary.get("mode"), summary["requests"]["measured"]
+    if mode == "closed":
+        return {"value": (summary.get("load") or {}).get("concurrency"), "unit": "users", "n": n}
+    window = summary.get("window") or {}
+    span = (window.get("end_s") or 0.0) - (window.get("start_s") or 0.0) or summary.get("duration_s") or 1.0
+    return {"value": round(n / span, 4), "unit": "req/s", "n": n}
+
+
+def load_differs(base: dict[str, Any], other: dict[str, Any]) -> str:
+    """Why two offered loads are not the same load ("" when they are)."""
+    a, b = base["value"], other["value"]
+    if base["unit"] != other["unit"]:
+        return f"offered load differed: {b} {other['unit']} against {a} {base['unit']}"
+    if a is None or b is None:
+        return ""
+    noise = 3.0 / np.sqrt(max(min(base["n"], other["n"]), 1)) if base["unit"] == "req/s" else 0.0
+    if abs(b - a) <= (LOAD_TOLERANCE + noise) * max(abs(a), 1e-9):
+        return ""
+    return f"offered load differed: {b:,.3g} against {a:,.3g} {base['unit']} ({b / a:.2g}×)" if a else f"offered load differed: {b:,.3g} against 0"
 
 
 @dataclass
@@ -284,14 +328,18 @@ def compare_runs(
     if len(paths) < 2:
         raise ValueError("compare needs at least two runs")
     reports = [build_report_data(p) for p in paths]
+    scenarios = [load_stored_scenario(p, []) for p in paths]
+    with_slo = all(sc is not None and has_slo(sc) for sc in scenarios)
     samples, columns = [], []
-    for path, rep in zip(paths, reports):
-        s = _sample(load_columns(path), rep.summary, rep.run_info)
+    for path, rep, scenario in zip(paths, reports, scenarios):
+        s = _sample(load_columns(path), rep.summary, rep.run_info, scenario if with_slo else None)
         samples.append(s)
         columns.append({"ttft": _Weighted(s.ttft), "e2e": _Weighted(s.e2e), "itl": _Weighted(s.itl, s.itl_parent)})
     floors = [r.summary["schedule_lag_ms"].get("p99") or 0.0 for r in reports]  # the client's timing resolution
+    offered = [_offered(r.summary) for r in reports]
+    differs = [load_differs(offered[0], o) for o in offered[1:]]
     metrics = []
-    for k, metric in enumerate(METRICS):
+    for k, metric in enumerate(METRICS + (SLO_METRICS if with_slo else ())):
         values = [metric.stat(s, None, cols) for s, cols in zip(samples, columns)]
         rng = np.random.default_rng([seed, k])
         base_boot = _bootstrap(metric, samples[0], columns[0], rng, resamples)
@@ -314,21 +362,31 @@ def compare_runs(
             verdict, why = _judged(metric, values[0], diff, lo, hi, min_effect, max(floors[0], floor))
             if sparse and why == "the 95% interval includes 0":
                 why = "sparse tail: the runs overlap (order-statistic interval)"
+            widened = sparse and np.isfinite(lo) and np.isfinite(hi) and (lo == 0.0 or hi == 0.0)
             diffs.append({"diff": _finite(diff), "rel": _finite(rel), "ci_low": _finite(lo), "ci_high": _finite(hi),
-                          "verdict": verdict, "reason": why, "sparse_tail": sparse})  # fmt: skip
+                          "verdict": verdict, "reason": why, "sparse_tail": sparse, "ci_widened": bool(widened)})  # fmt: skip
         metrics.append(MetricComparison(metric.id, metric.label, metric.unit, metric.better, [_finite(v) for v in values], diffs))
+    cost = _cost_row([r.summary for r in reports], min_effect)
+    if cost is not None:
+        metrics.append(cost)
+    for m in metrics:  # a load-driven change is no verdict on the system
+        for d, why in zip(m.diffs, differs):
+            if why:
+                d.update(verdict="load differed", reason=why)
     labels = _labels(paths)
     runs = [
         {"label": label, "run_dir": str(p), "name": r.name, "target": r.summary.get("target", {}),
          "valid": r.summary["validity"]["valid"], "measured": r.summary["requests"]["measured"], "verdict": r.verdict,
-         "problems": r.problems}
-        for label, p, r in zip(labels, paths, reports)
+         "problems": r.problems, "offered": o, "load_differs": why}
+        for label, p, r, o, why in zip(labels, paths, reports, offered, ["", *differs])
     ]  # fmt: skip
     overlays = {
         "cdfs": {label: r.cdfs for label, r in zip(labels, reports)},
         "timeseries": {
             label: {"t": r.timeseries["t"], "throughput_per_s": r.timeseries["throughput_per_s"],
-                    "ttft_p99": r.timeseries["ttft_ms"]["p99"], "e2e_p99": r.timeseries["e2e_ms"]["p99"]}
+                    "ttft_p99": r.timeseries["ttft_ms"]["p99"], "e2e_p99": r.timeseries["e2e_ms"]["p99"],
+                    "ttft_n": r.timeseries["ttft_ms"]["n"], "e2e_n": r.timeseries["e2e_ms"]["n"],
+                    "min_n": r.timeseries["ttft_ms"]["min_n"]["p99"]}
             for label, r in zip(labels, reports)
         },
     }  # fmt: skip
@@ -340,3 +398,19 @@ def compare_runs(
     ]  # a provider's quota, not its speed: its latencies are no verdict on it
     return CompareData(runs, metrics, overlays, METHOD, seed, resamples, min_effect, [round(f, 3) for f in floors],
                        notes=notes, settings=settings_diff(paths))  # fmt: skip
+
+
+def _cost_row(summaries: list[dict[str, Any]], min_effect: float) -> MetricComparison | None:
+    """A simulation's cost (fleet.json's): exact, so different when it differs by ``min_effect``."""
+    costs = [(s.get("fleet") or {}).get("cost") for s in summaries]
+    if any(c is None for c in costs):
+        return None
+    base, diffs = costs[0], []
+    for c in costs[1:]:
+        diff, rel = c - base, (c - base) / base if base else float("nan")
+        big = abs(diff) >= min_effect * abs(base) and diff != 0
+        verdict = ("better" if diff < 0 else "worse") if big else "not significant"
+        diffs.append({"diff": _finite(diff), "rel": _finite(rel), "ci_low": None, "ci_high": None, "verdict": verdict,
+                      "reason": "" if big else f"|Δ| below {min_effect:.0%} of the baseline", "sparse_tail": False,
+                      "ci_widened": False, "exact": True})  # fmt: skip
+    return MetricComparison("cost", "cost", "per cost_per_hour unit", "lower", [_finite(c) for c in costs], diffs)

@@ -10,10 +10,11 @@ from rich.text import Text
 from surgelab.report.assets import script_safe
 from surgelab.report.compare import CompareData
 from surgelab.report.html import page
+from surgelab.tablefit import fit_table, natural_width
 
 __all__ = ["compare_table", "render_compare_html"]
 
-_STYLE = {"better": "green", "worse": "red", "not significant": "dim"}
+_STYLE = {"better": "green", "worse": "red", "not significant": "dim", "load differed": "yellow"}
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -24,7 +25,15 @@ def _num(value: float | None, unit: str = "") -> str:
 
 
 _SHORT = {"the 95% interval includes 0": "CI∋0", "no data": "no data"}
-_NAMES = {"throughput": "req/s", "output_tokens": "output tok/s", "error_rate": "errors %"}
+_NAMES = {"throughput": "req/s", "output_tokens": "output tok/s", "error_rate": "errors %", "slo_violations": "SLO misses",
+          "goodput": "goodput req/s", "cost": "cost"}  # fmt: skip
+
+
+def _interval(d: dict) -> str:
+    """The 95 % interval of Δ; ``*`` where a sparse tail's interval was widened to include 0 (the tails overlap)."""
+    if d.get("exact"):
+        return "exact"
+    return f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" + ("*" if d.get("ci_widened") else "")
 
 
 def _why(reason: str) -> str:
@@ -38,29 +47,42 @@ def _why(reason: str) -> str:
     return _SHORT.get(reason, reason)
 
 
-def compare_table(data: CompareData) -> Group:
+def _compare_rows(data: CompareData, k: int, names: tuple[str, str]) -> Table:
+    """Candidate ``k``'s table, its two value columns headed ``names``."""
+    run = data.runs[k + 1]
+    table = Table(title=f"{run['label']} against baseline {data.runs[0]['label']}", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 1))  # fmt: skip
+    table.add_column("metric", no_wrap=True)
+    for name in (*names, "Δ", "95% CI of Δ"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for m in data.metrics:
+        d = m.diffs[k]
+        rel = f" ({d['rel']:+.0%})" if d["rel"] is not None else ""
+        sign = "+" if d["diff"] is not None and d["diff"] >= 0 else ""
+        verdict = d["verdict"] if d["verdict"] != "not significant" else "n.s. " + _why(d.get("reason", ""))
+        table.add_row(_NAMES.get(m.id, f"{m.label} {m.unit}"), _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
+                      _interval(d), Text(verdict, style=_STYLE[d["verdict"]]))  # fmt: skip
+    return table
+
+
+def compare_table(data: CompareData, width: int | None = None) -> Group:
     """Per candidate run: baseline and candidate side by side, the difference, its 95 % CI and the verdict.
 
     Fits 80 columns: light borders, units in the metric's name, the relative difference as a
     whole percentage, and "n.s." with its reason in a word (the reasons in full are in the page).
+    At ``width`` columns, long run names become "baseline" and "candidate" (the title names them),
+    then the interval and the difference are left out whole rather than cut short.
     """
     base = data.runs[0]["label"]
     tables = []
     for k, run in enumerate(data.runs[1:]):
-        table = Table(title=f"{run['label']} against baseline {base}", title_justify="left", box=box.SIMPLE_HEAD,
-                      pad_edge=False, padding=(0, 1))  # fmt: skip
-        table.add_column("metric", no_wrap=True)
-        for name in (base, run["label"], "Δ", "95% CI of Δ"):
-            table.add_column(name, justify="right", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        for m in data.metrics:
-            d = m.diffs[k]
-            rel = f" ({d['rel']:+.0%})" if d["rel"] is not None else ""
-            sign = "+" if d["diff"] is not None and d["diff"] >= 0 else ""
-            verdict = d["verdict"] if d["verdict"] != "not significant" else "n.s. " + _why(d.get("reason", ""))
-            table.add_row(_NAMES.get(m.id, f"{m.label} {m.unit}"), _num(m.values[0]), _num(m.values[k + 1]), sign + _num(d["diff"]) + rel,
-                          f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]", Text(verdict, style=_STYLE[d["verdict"]]))  # fmt: skip
-        tables.append(table)
+        table = _compare_rows(data, k, (base, run["label"]))
+        if width is not None and natural_width(table) > width:
+            table = _compare_rows(data, k, ("baseline", "candidate"))
+        tables.append(fit_table(table, width, ("95% CI of Δ", "Δ")))
+        if run.get("load_differs"):
+            tables.append(Text(f"{run['label']}: {run['load_differs']} — no metric is called better or worse", style="yellow"))
     notes = [Text(n, style="red") for n in data.notes]
     method = Text(
         f"n.s. = not significant: CI∋0 its 95% CI includes 0, <5% smaller than the minimum effect, <lag smaller "
@@ -68,7 +90,8 @@ def compare_table(data: CompareData) -> Group:
         f"significant = 95% CI excludes 0 and |Δ| ≥ {data.min_effect:.0%} of baseline and, for TTFT and E2E, ≥ "
         f"the client's lag P99 ({', '.join(f'{r:g}' for r in data.resolution_ms)} ms); a percentile with < 20 "
         "values beyond it (P99 of < 2,000 requests) uses order-statistic intervals and differs only when the runs "
-        "barely overlap",
+        "barely overlap (* its interval widened to include 0: the tails overlap); runs whose offered load differed are "
+        "called neither better nor worse",
         style="dim",
     )
     return Group(*tables, *notes, method)
@@ -87,6 +110,11 @@ _COMPARE_JS = r"""
   D.runs.forEach((r, i) => { slVerdict(banners, r.verdict, (i === 0 ? "baseline " : "") + r.label); slProblems(banners, (r.problems || []).map(p => r.label + ": " + p)); });
   const top = slEl("div", { id: "overall" }); root.appendChild(top);
   D.runs.slice(1).forEach((r, k) => {
+    if (r.load_differs) {  // three times the load is not three times better: no verdict on the system
+      top.appendChild(slEl("p", { className: "verdict warn" }, "<b>" + esc(r.label) + " against " + esc(D.runs[0].label) + ": LOAD DIFFERED</b> — "
+        + esc(r.load_differs) + ": no metric is called better or worse; the differences below are the load's as much as the system's"));
+      return;
+    }
     const better = D.metrics.filter(m => m.diffs[k].verdict === "better"), worse = D.metrics.filter(m => m.diffs[k].verdict === "worse");
     const cls = worse.length && better.length ? "warn" : worse.length ? "fail" : better.length ? "pass" : "ns";
     const list = ms => ms.map(m => m.label + pct(m.diffs[k])).join(", ");
@@ -103,17 +131,21 @@ _COMPARE_JS = r"""
   }
   root.appendChild(slEl("h2", {}, "Runs"));
   const runs = slEl("div"); root.appendChild(runs);
-  slTable(runs, ["run", "directory", "target", "model", "measured", "valid"],
-    D.runs.map((r, i) => [(i === 0 ? "baseline: " : "") + esc(r.label), esc(r.run_dir), esc(r.target.url || ""), esc(r.target.model || ""), r.measured, r.valid ? "yes" : '<span class="fail">NO</span>']));
+  slTable(runs, ["run", "directory", "target", "model", "offered load", "measured", "valid"],
+    D.runs.map((r, i) => [(i === 0 ? "baseline: " : "") + esc(r.label), esc(r.run_dir), esc(r.target.url || ""), esc(r.target.model || ""),
+      (r.offered.value === null ? "–" : slFmt(r.offered.value)) + " " + r.offered.unit + (r.load_differs ? ' <span class="warn">≠</span>' : ""), r.measured, r.valid ? "yes" : '<span class="fail">NO</span>']));
   root.appendChild(slEl("h2", {}, "Metrics (Δ against the baseline, 95% bootstrap CI)"));
   const wrap = slEl("div"); root.appendChild(wrap);
   const head = ["metric"].concat(D.runs.map(r => esc(r.label)));
   D.runs.slice(1).forEach(r => head.push("Δ " + esc(r.label), "95% CI", "verdict"));
-  const cls = { "better": "pass", "worse": "fail", "not significant": "ns" };
+  const cls = { "better": "pass", "worse": "fail", "not significant": "ns", "load differed": "warn" };
+  const ci = d => d.exact ? "exact<div class=\"why\">a simulation's cost: no resampling</div>"
+    : "[" + slFmt(d.ci_low) + ", " + slFmt(d.ci_high) + "]" + (d.sparse_tail ? '<div class="why">order-statistic interval: a sparse tail'
+      + (d.ci_widened ? "; widened to include 0 because the runs' tails overlap" : "") + "</div>" : "");
   const t = slTable(wrap, head, D.metrics.map(m => {
     const row = [m.label + " (" + m.unit + ")"].concat(m.values.map(v => slFmt(v)));
     m.diffs.forEach(d => row.push((d.diff > 0 ? "+" : "") + slFmt(d.diff) + pct(d),
-      "[" + slFmt(d.ci_low) + ", " + slFmt(d.ci_high) + "]",
+      ci(d),
       '<span class="' + cls[d.verdict] + '">' + d.verdict + "</span>" + (d.reason ? '<div class="why">' + esc(d.reason) + "</div>" : "")));
     return row;
   }));
@@ -129,8 +161,9 @@ _COMPARE_JS = r"""
   const over = section("Over time (1 s windows)");
   const TS = D.overlays.timeseries, xt = { title: { text: "time (s)" } };
   slChart(over, "chart-cmp-throughput", "Throughput (ok/s)", labels.map(l => slLine(l, TS[l].t, TS[l].throughput_per_s)), { xaxis: xt, yaxis: { title: { text: "requests per second" } } });
-  slChart(over, "chart-cmp-ttft", "TTFT p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].ttft_p99)), { xaxis: xt, yaxis: { title: { text: "TTFT p99 (ms)" } } });
-  slChart(over, "chart-cmp-e2e", "E2E p99 (ms)", labels.map(l => slLine(l, TS[l].t, TS[l].e2e_p99)), { xaxis: xt, yaxis: { title: { text: "E2E p99 (ms)" } } });
+  const p99 = k => labels.flatMap((l, i) => slSparse(l, TS[l].t, TS[l][k + "_p99"], TS[l][k + "_n"], TS[l].min_n, SL_COLORS[i % SL_COLORS.length]));
+  slChart(over, "chart-cmp-ttft", "TTFT p99 (ms; grey: too few requests in the window)", p99("ttft"), { xaxis: xt, yaxis: { title: { text: "TTFT p99 (ms)" } } });
+  slChart(over, "chart-cmp-e2e", "E2E p99 (ms; grey: too few requests in the window)", p99("e2e"), { xaxis: xt, yaxis: { title: { text: "E2E p99 (ms)" } } });
   slSettle();
 })();
 """

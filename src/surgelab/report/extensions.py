@@ -7,8 +7,8 @@ refining a reader — the HTML page draws the documented shapes below.
 * ``sweep`` (from ``sweep.json``): ``{"points": [{"offered", "throughput", "ttft_p99_ms",
   "e2e_p99_ms", ...}], "knee": {"offered", "throughput"} | None, "slo_ms": {"ttft": ..},
   "plan": <the SLA capacity> | None}``
-* ``fleet`` (a simulation's ``fleet.parquet``): ``{"t": [...], "replicas": [...], "queue": [...],
-  "shed": [...], "cost_per_hour": [...]}``
+* ``fleet`` (a simulation's ``fleet.parquet``): provisioned and ready replicas, requests inside
+  them and in the router's queue, utilisation, cost per hour and scaling events (report/fleet.py)
 * ``rate_limits`` (a run whose provider sent rate-limit headers, docs/networks.md): per second
   of the run, ``{"t": [...], "remaining_requests": [...], "remaining_tokens": [...],
   "throttled_per_s": [...]}`` — the fewest requests and tokens left among the answers that
@@ -17,33 +17,23 @@ refining a reader — the HTML page draws the documented shapes below.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from surgelab.analysis.columns import ColumnSource, seconds
 from surgelab.analysis.stats import min_count, sparse_percentile
+from surgelab.report.fleet import read_fleet
+from surgelab.report.unreadable import Unreadable, why
 from surgelab.sweep.result import SweepFileError, read_sweep
 from surgelab.units import parse_duration
 
 __all__ = ["READERS", "Unreadable", "extensions_for", "why"]
 
 Reader = Callable[[Path], "dict[str, Any] | None"]
-
-
-class Unreadable(Exception):
-    """A report input that exists but cannot be read: the page says so in red, never silently shows less."""
-
-
-def why(exc: BaseException) -> str:
-    """An exception's first line, for a sentence on the page."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _slo_ms(expressions: list[str]) -> dict[str, float]:
@@ -74,6 +64,7 @@ def _sweep(run_dir: Path) -> dict[str, Any] | None:
          "ttft_p50_ms": r.latency("ttft", "p50"), "ttft_p99_ms": r.latency("ttft", "p99"),
          "e2e_p50_ms": r.latency("e2e", "p50"), "e2e_p99_ms": r.latency("e2e", "p99"),
          "tpot_p50_ms": r.latency("tpot", "p50"), "tpot_p99_ms": r.latency("tpot", "p99"),
+         "itl_p50_ms": r.latency("itl", "p50"), "itl_p99_ms": r.latency("itl", "p99"), "run_dir": r.run_dir,
          "error_rate": r.error_rate, "stage": r.stage, "valid": r.valid, "validity_reasons": r.validity_reasons,
          "diagnosis": r.diagnosis}
         for r in rows
@@ -89,36 +80,6 @@ def _sweep(run_dir: Path) -> dict[str, Any] | None:
         plan = {**plan, "measured": at.measured if at else None, "sparse": bool(at and sparse_percentile(at.measured, 99))}
     return {"name": result.name, "unit": result.unit, "points": points, "knee": knee, "slo_ms": _slo_ms(result.slo),
             "plan": plan, "stop_reason": result.stop_reason, "min_count_p99": min_count(99)}  # fmt: skip
-
-
-def _fleet(run_dir: Path) -> dict[str, Any] | None:
-    """A simulation's ``fleet.parquet``: replicas, queue, shed and cost over time, summed over pools."""
-    path = run_dir / "fleet.parquet"
-    if not path.exists():
-        return None
-    try:
-        table = pq.read_table(path).to_pydict()
-    except Exception as exc:  # an unreadable timeline never breaks a report: the page says it is missing
-        raise Unreadable(f"fleet.parquet cannot be read ({why(exc)}): the fleet timeline is left out") from None
-    by_t: dict[float, dict[str, float]] = {}
-    for i, t in enumerate(table.get("t_s", [])):
-        slot = by_t.setdefault(t, {"replicas": 0, "ready": 0, "in_flight": 0, "engine_waiting": 0})
-        for key in slot:
-            slot[key] += table.get(key, [0] * (i + 1))[i] or 0
-        for key in ("queue_depth", "shed", "arrivals"):  # fleet-wide: the same on every pool's row
-            slot[key] = table.get(key, [0] * (i + 1))[i] or 0
-    times = sorted(by_t)
-    out: dict[str, Any] = {"t": times}
-    for key in ("replicas", "ready", "in_flight", "engine_waiting", "queue_depth", "shed", "arrivals"):
-        out[key] = [by_t[t].get(key, 0) for t in times]
-    out["queue"] = out["queue_depth"]
-    try:
-        fleet = json.loads((run_dir / "fleet.json").read_text())
-        per_replica_hour = float(fleet["cost"]) / float(fleet["replica_hours"])
-        out["cost_per_hour"] = [round(r * per_replica_hour, 4) for r in out["replicas"]]
-    except (OSError, KeyError, TypeError, ValueError, ZeroDivisionError):
-        pass
-    return out
 
 
 def _rate_limits(run_dir: Path) -> dict[str, Any] | None:
@@ -149,7 +110,7 @@ def _rate_limits(run_dir: Path) -> dict[str, Any] | None:
     return out
 
 
-READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": _fleet, "rate_limits": _rate_limits}
+READERS: dict[str, Reader] = {"sweep": _sweep, "fleet": read_fleet, "rate_limits": _rate_limits}
 
 
 def extensions_for(run_dir: Path | str, problems: list[str] | None = None) -> dict[str, Any]:

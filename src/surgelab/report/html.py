@@ -77,6 +77,13 @@ function slSettle() {  // charts drawn before their grid filled up take their fi
     .then(() => { window.SURGELAB_READY = true; });
 }
 function slLine(name, x, y, extra) { return Object.assign({ name: name, x: x, y: y, type: "scatter", mode: "lines" }, extra || {}); }
+function slSparse(name, x, y, n, need, color, size) {  // a percentile from fewer than ``need`` values: hollow grey markers, apart from the firm line
+  const text = n.map(k => "n = " + k), out = [];
+  const firm = y.map((v, i) => n[i] >= need ? v : null), thin = y.map((v, i) => n[i] < need ? v : null);
+  if (firm.some(v => v !== null)) out.push(slLine(name, x, firm, { connectgaps: false, line: { color: color }, text: text }));
+  if (thin.some(v => v !== null)) out.push(slLine(name + " (sparse: n < " + need + ")", x, thin, { mode: "markers", text: text, marker: { color: "#cbd5e1", size: size || 5, line: { color: color, width: 1 } } }));
+  return out;
+}
 function slFmt(v, digits) {
   if (v === null || v === undefined) return "–";
   if (typeof v !== "number") return String(v);
@@ -136,7 +143,7 @@ _REPORT_JS = r"""
   D.cards.forEach(c => {
     const e = slEl("div", { className: "card " + (c.status || ""), title: c.detail || "" });
     e.id = "card-" + c.id;
-    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value) + '<span class="unit">' + c.unit + "</span></div>"
+    e.innerHTML = '<div class="label">' + c.label + '</div><div class="value">' + slFmt(c.value, c.digits) + '<span class="unit">' + c.unit + "</span></div>"
       + (c.n !== undefined || c.note ? '<div class="n">' + [c.n !== undefined ? "n = " + c.n.toLocaleString() : "", c.note || ""].filter(x => x).join(" · ") + "</div>" : "");
     cards.appendChild(e);
   });
@@ -176,13 +183,7 @@ _REPORT_JS = r"""
   };
   const pctTraces = P => {  // a window's percentile from too few requests is drawn grey, apart from the rest
     const out = [], colors = { p50: SL_COLORS[0], p90: SL_COLORS[4], p99: SL_COLORS[1] };
-    ["p50", "p90", "p99"].forEach(q => {
-      const need = P.min_n[q], text = P.n.map(n => "n = " + n);
-      const firm = P[q].map((v, i) => P.n[i] >= need ? v : null);
-      if (firm.some(v => v !== null)) out.push(slLine(q, T.t, firm, { connectgaps: false, line: { color: colors[q] }, text: text }));
-      const thin = P[q].map((v, i) => P.n[i] < need ? v : null);
-      if (thin.some(v => v !== null)) out.push(slLine(q + " (sparse: n < " + need + ")", T.t, thin, { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 5, line: { color: colors[q], width: 1 } } }));
-    });
+    ["p50", "p90", "p99"].forEach(q => out.push(...slSparse(q, T.t, P[q], P.n, P.min_n[q], colors[q])));
     return out;
   };
   slChart(lat, "chart-ttft-time", "TTFT percentiles (grey: too few requests in the window)", pctTraces(T.ttft_ms), lay("TTFT (ms)", sloLine("ttft")));
@@ -241,35 +242,41 @@ _REPORT_JS = r"""
     if (W.knee) root.appendChild(slEl("p", { id: "knee-reason", className: W.knee.sparse ? "warn" : "note" },
       "Knee at offered " + slFmt(W.knee.offered) + " " + W.unit + " (" + slFmt(W.knee.throughput) + " req/s achieved): " + W.knee.reason
       + (W.knee.sparse ? " — rests on a sparse tail: that level's P99 is of fewer than " + need + " requests" : "")));
-    const sw = section("Sweep: throughput against latency");
-    const x = p.map(r => r.throughput), firm = (k, keep) => p.map(r => keep(r) ? r[k] : null);
-    const tr = [];
-    const metrics = [["ttft", "TTFT", SL_COLORS[0]], ["e2e", "E2E", SL_COLORS[1]], ["tpot", "TPOT", SL_COLORS[2]]];
-    const slo = W.slo_ms || {};
-    metrics.forEach(([k, name, color]) => {
-      if (!p.some(r => r[k + "_p99_ms"] !== null) || (k === "tpot" && slo.tpot === undefined)) return;
-      const text = p.map(r => "n = " + r.measured + (r.sparse ? " (sparse)" : ""));
-      if (p.some(r => !r.sparse)) tr.push(slLine(name + " p99", x, firm(k + "_p99_ms", r => !r.sparse), { mode: "lines+markers", line: { color: color }, text: text }));
-      if (p.some(r => r.sparse)) tr.push(slLine(name + " p99 (sparse: n < " + need + ")", x, firm(k + "_p99_ms", r => r.sparse),
-        { mode: "markers", text: text, marker: { color: "#cbd5e1", size: 9, line: { color: color, width: 2 } } }));
+    // each latency on its own axis (TPOT's 7–10 ms under E2E's 2,900 ms sat on the floor), its SLO line and the knee on each
+    const sw = section("Sweep: latency against throughput (P99 per level, each on its own axis)");
+    const x = p.map(r => r.throughput), slo = W.slo_ms || {};
+    const sloShape = k => slo[k] === undefined || slo[k] === null ? [] : [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }];
+    const sloNote = k => slo[k] === undefined || slo[k] === null ? [] : [{ xref: "paper", x: 1, y: slo[k], text: k.toUpperCase() + " SLO " + slFmt(slo[k]) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }];
+    const knee = W.knee && W.knee.throughput !== undefined && W.knee.throughput !== null;
+    const kneeShape = knee ? [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: W.knee.throughput, x1: W.knee.throughput, line: { dash: "dot", color: "#111" } }] : [];
+    const kneeNote = knee ? [{ yref: "paper", y: 1, x: W.knee.throughput, text: "knee " + slFmt(W.knee.throughput) + " req/s", showarrow: false, yanchor: "bottom" }] : [];
+    const levelTraces = (keys) => keys.flatMap(([k, name, color]) => {
+      const y = p.map(r => r[k + "_p99_ms"]);
+      if (!y.some(v => v !== null && v !== undefined)) return [];
+      return slSparse(name + " p99", x, y, p.map(r => r.measured), need, color, 9).map(t => Object.assign(t, { mode: t.mode === "lines" ? "lines+markers" : t.mode }));
     });
-    const shapes = [], ann = [];
-    Object.keys(slo).forEach(k => { if (slo[k] !== null && slo[k] !== undefined) { shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo[k], y1: slo[k], line: { dash: "dash", color: "#b91c1c" } }); ann.push({ xref: "paper", x: 1, y: slo[k], text: k.toUpperCase() + " SLO " + slFmt(slo[k]) + " ms", showarrow: false, yanchor: "bottom", xanchor: "right", font: { color: "#b91c1c" } }); } });
-    if (W.knee && W.knee.throughput !== undefined && W.knee.throughput !== null) { shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: W.knee.throughput, x1: W.knee.throughput, line: { dash: "dot", color: "#111" } }); ann.push({ yref: "paper", y: 1, x: W.knee.throughput, text: "knee " + slFmt(W.knee.throughput) + " req/s", showarrow: false, yanchor: "bottom" }); }
-    slChart(sw, "chart-sweep", "Throughput–latency curve (P99 per level)", tr, { xaxis: { title: { text: "achieved throughput (req/s)" } }, yaxis: { title: { text: "P99 latency (ms)" }, rangemode: "tozero" }, shapes: shapes, annotations: ann, hovermode: "closest" });
+    [["chart-sweep", "TTFT", [["ttft", "TTFT", SL_COLORS[0]]], ["ttft"]], ["chart-sweep-e2e", "E2E", [["e2e", "E2E", SL_COLORS[1]]], ["e2e"]],
+     ["chart-sweep-decode", "ITL and TPOT", [["itl", "ITL", SL_COLORS[3]], ["tpot", "TPOT", SL_COLORS[2]]], ["itl", "tpot"]]].forEach(([id, name, keys, slos]) => {
+      const tr = levelTraces(keys);
+      if (!tr.length) return;
+      slChart(sw, id, name + " P99 per level", tr, { xaxis: { title: { text: "achieved throughput (req/s)" } }, yaxis: { title: { text: name + " P99 (ms)" }, rangemode: "tozero" },
+        shapes: slos.flatMap(sloShape).concat(kneeShape), annotations: slos.flatMap(sloNote).concat(kneeNote), hovermode: "closest" });
+    });
     const loadTr = [slLine("achieved", p.map(r => r.offered), p.map(r => W.unit === "req/s" ? r.achieved : r.throughput), { mode: "lines+markers" })];
     if (W.unit === "req/s") loadTr.push(slLine("ideal (achieved = offered)", p.map(r => r.offered), p.map(r => r.offered), { line: { dash: "dash", color: "#94a3b8" } }),
                                           slLine("throughput (ok/s)", p.map(r => r.offered), p.map(r => r.throughput), { mode: "lines+markers" }));
-    slChart(sw, "chart-sweep-load", "Offered against achieved", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: W.unit === "req/s" ? "req/s" : "throughput (req/s)" }, rangemode: "tozero" }, hovermode: "closest" });
+    if (p.some(r => r.goodput !== null && r.goodput !== undefined)) loadTr.push(slLine("goodput (within every SLO)", p.map(r => r.offered), p.map(r => r.goodput), { mode: "lines+markers", line: { color: "#9333ea", dash: "dot" } }));
+    slChart(sw, "chart-sweep-load", "Offered against achieved and goodput", loadTr, { xaxis: { title: { text: "offered (" + W.unit + ")" } }, yaxis: { title: { text: "req/s" }, rangemode: "tozero" }, hovermode: "closest" });
     const lv = slEl("div"); root.appendChild(slEl("h2", {}, "Levels")); root.appendChild(lv);
-    const pct = (r, k) => { const v = r[k]; return v === null ? "–" : (r.sparse && k.indexOf("p99") >= 0 ? '<span class="ns" title="P99 of fewer than ' + need + ' requests">' + slFmt(v) + "*</span>" : slFmt(v)); };
-    const lt = slTable(lv, ["offered (" + W.unit + ")", "achieved", "n", "req/s", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "errors", "validity", "diagnosis"],
-      p.map(r => [slFmt(r.offered) + (W.knee && r.offered === W.knee.offered ? " ◀ knee" : ""), slFmt(r.achieved), r.measured.toLocaleString(), slFmt(r.throughput),
-        pct(r, "ttft_p50_ms"), pct(r, "ttft_p99_ms"), pct(r, "e2e_p50_ms"), pct(r, "e2e_p99_ms"), slFmt(100 * r.error_rate, 1) + " %",
-        r.valid ? '<span class="pass">valid</span>' : '<span class="fail" title="' + r.validity_reasons.join("; ") + '">INVALID</span>', (r.diagnosis || []).join("; ")]));
+    // a sparse P99 is marked in its own cell: the level's counts, rates and medians stay readable
+    const pct = (r, k) => { const v = r[k]; return v === null || v === undefined ? "–" : (r.sparse && k.indexOf("p99") >= 0 ? '<span class="ns sparse-cell" title="P99 of fewer than ' + need + ' requests">' + slFmt(v) + "*</span>" : slFmt(v)); };
+    const link = r => r.run_dir ? '<a href="' + slEsc(r.run_dir) + '/report.html">' + slEsc(r.run_dir) + "</a>" : "–";
+    const lt = slTable(lv, ["offered (" + W.unit + ")", "achieved", "n", "req/s", "goodput", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "ITL p99", "TPOT p99", "errors", "validity", "report", "diagnosis"],
+      p.map(r => [slFmt(r.offered) + (W.knee && r.offered === W.knee.offered ? " ◀ knee" : ""), slFmt(r.achieved), r.measured.toLocaleString(), slFmt(r.throughput), slFmt(r.goodput),
+        pct(r, "ttft_p50_ms"), pct(r, "ttft_p99_ms"), pct(r, "e2e_p50_ms"), pct(r, "e2e_p99_ms"), pct(r, "itl_p99_ms"), pct(r, "tpot_p99_ms"), slFmt(100 * r.error_rate, 1) + " %",
+        r.valid ? '<span class="pass">valid</span>' : '<span class="fail" title="' + r.validity_reasons.join("; ") + '">INVALID</span>', link(r), (r.diagnosis || []).join("; ")]));
     lt.id = "levels-table";
-    lt.querySelectorAll("tr").forEach((row, i) => { if (i > 0 && p[i - 1].sparse) row.className = "sparse"; });
-    root.appendChild(slEl("p", { className: "note" }, "Latencies in ms. * and grey: the level's P99 rests on fewer than " + need + " requests (5 beyond it); it is left out of the latency knee."));
+    root.appendChild(slEl("p", { className: "note" }, "Latencies in ms. * and grey: that P99 rests on fewer than " + need + " requests (5 beyond it); the level is left out of the latency knee. Each level is a run of its own: its report is linked."));
     if (W.plan) {
       const P = W.plan, pb = slEl("div"); root.appendChild(slEl("h2", {}, "SLA capacity")); root.appendChild(pb);
       const rows = [["level", slFmt(P.level) + " " + W.unit], ["throughput", slFmt(P.requests_per_s) + " req/s"], ["output tokens", slFmt(P.output_tokens_per_s) + " tok/s"],
@@ -281,9 +288,27 @@ _REPORT_JS = r"""
   }
   if (X.fleet && X.fleet.t) {
     const fl = section("Simulation: fleet timeline");
-    const F = X.fleet;
-    slChart(fl, "chart-fleet", "Replicas, queue and shed", ["replicas", "queue", "shed"].filter(k => F[k]).map(k => slLine(k, F.t, F[k], k === "replicas" ? { line: { shape: "hv" } } : {})), lay("replicas / requests"));
-    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour)], lay("cost per hour"));
+    const F = X.fleet, CS = F.cold_start, whole = { range: [0, F.end_s || F.t[F.t.length - 1]], autorange: false };  // the whole run, not to the last sample
+    const fx = (y, extra) => { const l = lay(y, extra); l.xaxis = Object.assign({}, l.xaxis, whole); return l; };
+    const ev = F.events || [], marks = ev.map(e => ({ type: "line", yref: "paper", y0: 0, y1: 1, x0: e.t, x1: e.t, line: { dash: "dot", color: e.to > e.from ? "#15803d" : "#b45309", width: 1 } }));
+    if (CS) root.insertBefore(slEl("p", { id: "cold-start", className: "warn" }, "Cold start: provisioned replicas were not ready for " + slFmt(CS.seconds) + " s of the run (from "
+      + slFmt(CS.first_s) + " s); at " + slFmt(CS.worst_t) + " s " + CS.worst_ready + " of " + CS.worst_replicas + " replicas were ready."), fl);
+    slChart(fl, "chart-fleet", "Replicas: provisioned, ready",
+      [slLine("provisioned", F.t, F.replicas, { line: { shape: "hv" } }), slLine("ready", F.t, F.ready, { line: { shape: "hv", dash: "dash" } })],
+      fx("replicas", { shapes: (warm.shapes || []).concat(marks) }));
+    slChart(fl, "chart-fleet-requests", "Requests in replicas and queued",
+      [slLine("waiting inside replicas", F.t, F.engine_waiting), slLine("held by replicas (waiting + running)", F.t, F.in_flight),
+       slLine("router queue", F.t, F.queue), slLine("shed per interval", F.t, F.shed)], fx("requests"));
+    slChart(fl, "chart-fleet-util", "Utilisation of ready replicas", [slLine("utilisation", F.t, F.utilisation.map(v => v === null ? null : 100 * v))],
+      fx("% of the interval", { yaxis: { title: { text: "% of the interval" }, range: [0, 105] } }));
+    if (F.cost_per_hour) slChart(fl, "chart-fleet-cost", "Cost per hour", [slLine("cost/h", F.t, F.cost_per_hour, { line: { shape: "hv" } })], fx("cost per hour (cost_per_hour's unit)"));
+    root.appendChild(slEl("p", { className: "note" }, "Provisioned: replicas asked for (starting, ready or restarting: billed); ready: serving. "
+      + (ev.length ? "Dotted lines: scaling decisions (green up, amber down). " : "") + "Waiting inside replicas: requests in the engines' queues, not yet running; "
+      + "the router queue holds those no replica had room for. Utilisation: the share of each interval the ready replicas spent stepping."));
+    if (ev.length) {
+      const st = slEl("div"); root.appendChild(slEl("h2", {}, "Scaling events")); root.appendChild(st);
+      slTable(st, ["time (s)", "pool", "replicas", "metric"], ev.map(e => [slFmt(e.t), e.pool, e.from + " → " + e.to, e.metric === null ? "–" : slFmt(e.metric, 2)])).id = "scaling-table";
+    }
   }
   if (X.rate_limits && X.rate_limits.t) {
     const rl = section("Provider rate limits (from its response headers)");

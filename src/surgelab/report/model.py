@@ -22,10 +22,11 @@ from surgelab.analysis.summary import meets_slo
 from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
+from surgelab.report.fleet import fleet_cards
 from surgelab.report.inputs import load_stored_scenario, telemetry_or_problem
 from surgelab.scenario import Scenario
 
-__all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf"]
+__all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf", "has_slo"]
 
 REPORT_VERSION = 1
 CDF_POINTS = 400
@@ -220,7 +221,7 @@ def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float 
     The same count as the simulator's ``sla_violations`` and the complement of goodput: a request
     unanswered when the grace ran out is a miss; only those cut short by the user count neither way.
     """
-    if scenario is None or not _has_slo(scenario):
+    if scenario is None or not has_slo(scenario):
         return None
     counted = c.measured & c.outcomes.counted
     good = meets_slo(c, c.ok() & counted, scenario)  # type: ignore[arg-type]  # the columns it reads
@@ -228,7 +229,8 @@ def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float 
     return _list(_counts(np.where(counted & ~good, when, np.nan), n), 0)
 
 
-def _has_slo(scenario: Scenario) -> bool:
+def has_slo(scenario: Scenario) -> bool:
+    """Whether any objective is set, overall or for a tier (else nothing can miss it)."""
     slos = [scenario.slo, *(scenario.slo_of(t) for t in scenario.tiers)]
     return any(getattr(slo, k) is not None for slo in slos for k in ("ttft", "itl", "tpot", "e2e"))
 
@@ -495,7 +497,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         run_dir=str(run_dir),
         summary=summary,
         run_info=run_info,
-        cards=_cards(summary) + _slo_card(slo),
+        cards=_cards(summary) + _slo_card(slo) + fleet_cards(summary),
         timeseries=timeseries,
         cdfs={
             "ttft_ms": cdf(c.ttft()[measured_ok] * 1000.0),

@@ -19,7 +19,7 @@ from surgelab.report.html import REPORT_FILE, render_html
 from surgelab.report.model import ReportData, build_report_data
 from surgelab.report.terminal import print_summary, sweep_table, timeline
 
-__all__ = ["TerminalOutput", "JsonOutput", "HtmlOutput", "write_run_report", "finalize_run"]
+__all__ = ["TerminalOutput", "JsonOutput", "HtmlOutput", "write_run_report", "write_level_reports", "finalize_run"]
 
 Result = ReportData | CompareData
 
@@ -39,10 +39,10 @@ class TerminalOutput:
 
     def finalize(self, result: Result) -> None:
         if isinstance(result, CompareData):
-            self.console.print(compare_table(result))
+            self.console.print(compare_table(result, self.console.width))
             return
         if result.kind == "sweep":
-            self.console.print(sweep_table(result))
+            self.console.print(sweep_table(result, self.console.width))
             return
         print_summary(result.summary, self.console)
         self.console.print(timeline(result))
@@ -70,6 +70,19 @@ def write_run_report(run_dir: Path | str) -> Path:
     """``report.html`` in a run directory, from its records and summary."""
     run_dir = Path(run_dir)
     return HtmlOutput(run_dir / REPORT_FILE).finalize(build_report_data(run_dir))
+
+
+def write_level_reports(data: ReportData) -> int:
+    """A sweep's levels are runs of their own: each gets its ``report.html`` (the sweep page links them)."""
+    if data.kind != "sweep":
+        return 0
+    written = 0
+    for point in data.extensions["sweep"]["points"]:
+        level = Path(data.run_dir) / (point.get("run_dir") or "")
+        if point.get("run_dir") and (level / "summary.json").exists() and not (level / REPORT_FILE).exists():
+            write_run_report(level)
+            written += 1
+    return written
 
 
 def finalize_run(run_dir: Path | str, console: Console) -> Path | None:

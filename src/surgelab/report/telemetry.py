@@ -80,11 +80,29 @@ def telemetry_series(run_dir: Path | str, wall_s: float) -> dict[str, Any] | Non
         idx = np.floor(t[keep]).astype(np.int64)
         sums = np.bincount(idx, weights=v[keep], minlength=n)[:n]
         counts = np.bincount(idx, minlength=n)[:n]
-        out[str(name)] = [round(float(s / k), 4) if k else None for s, k in zip(sums, counts)]
+        means = [round(float(s / k), 4) if k else None for s, k in zip(sums, counts)]
+        out[str(name)] = _held(means, np.sort(t[keep]), v[keep][np.argsort(t[keep], kind="stable")])
     if not out:
         return None
     fractions = [name for name, values in out.items() if _is_fraction(name, values)]
     return {"t": [i + 0.5 for i in range(n)], "series": out, "labels": _labels(list(out)), "fractions": fractions}
+
+
+def _held(means: list[float | None], t: np.ndarray, v: np.ndarray) -> list[float | None]:
+    """A window that no scrape fell in only because the scrapes drift against the 1 s grid (one at
+    16.9999 s, the next at 18.0001 s) holds the last scraped value, as the gauge itself does until the
+    next scrape; a window inside a longer silence (a scrape missed) stays empty."""
+    if t.size < 2:
+        return means
+    step = float(np.median(np.diff(t)))
+    out = list(means)
+    for i, value in enumerate(means):
+        if value is not None:
+            continue
+        before = int(np.searchsorted(t, i, side="left")) - 1  # the last scrape before the window
+        if 0 <= before < t.size - 1 and t[before + 1] - t[before] <= 1.5 * step:
+            out[i] = round(float(v[before]), 4)
+    return out
 
 
 _ROLE_WORDS = {"running": "requests running", "waiting": "requests waiting", "kv_usage": "KV cache used",

@@ -14,6 +14,7 @@ from rich.text import Text
 from surgelab.analysis.verdict import observed_text
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.report.charts import terminal_chart
+from surgelab.tablefit import fit_table
 from surgelab.units import format_duration
 
 if TYPE_CHECKING:
@@ -69,8 +70,9 @@ class LiveView:
             self._live.update(render_snapshot(snapshot))
 
 
-def summary_table(summary: dict[str, Any]) -> Group:
-    """The final summary as rich renderables (tests render it into a string console)."""
+def summary_table(summary: dict[str, Any], width: int | None = None) -> Group:
+    """The final summary as rich renderables (tests render it into a string console); at ``width``
+    columns the latency table leaves out whole columns rather than cut its figures short."""
     req, thr = summary["requests"], summary["throughput"]
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -109,6 +111,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
     rows += [(f"{k.upper()} (service)", v) for k, v in summary["service_latency_ms"].items()]
     for name, d in rows:
         lat.add_row(name, *(_lat(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), f"{d['count']:,}")
+    fit_table(lat, width, ("max", "p95", "mean", "p90"))
 
     parts: list[Any] = [head, lat]
     censored = summary["latency_ms"]["e2e"].get("censored")
@@ -168,7 +171,7 @@ def _num(value: float | None) -> str:
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
-    console.print(summary_table(summary))
+    console.print(summary_table(summary, console.width))
 
 
 def timeline(data: ReportData) -> Group:
@@ -183,18 +186,19 @@ def timeline(data: ReportData) -> Group:
     )
 
 
-def sweep_table(data: ReportData) -> Table:
-    """A sweep directory's levels: offered load, throughput, P99 TTFT and E2E; the knee marked."""
+def sweep_table(data: ReportData, width: int | None = None) -> Table:
+    """A sweep directory's levels: offered load, throughput, P99 TTFT and E2E; the knee marked; a sparse
+    P99 dimmed and starred in its own cell (the level's counts and rates read as they are)."""
     sweep = data.extensions["sweep"]
     knee = (sweep.get("knee") or {}).get("offered")
     table = Table(title=f"sweep {data.name} — {data.summary.get('stop_reason', '')}", title_justify="left")
     for name in (f"offered ({sweep.get('unit', '')})", "n", "req/s", "TTFT p99 ms", "E2E p99 ms", "errors", ""):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     for p in sweep["points"]:
         star = "*" if p.get("sparse") else ""
-        table.add_row(f"{p['offered']:g}", f"{p.get('measured', 0):,}", _num(p["throughput"]), _num(p["ttft_p99_ms"]) + star,
-                      _num(p["e2e_p99_ms"]) + star, f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "",
-                      style="dim" if star else None)  # fmt: skip
+        tail = "dim" if star else ""
+        table.add_row(f"{p['offered']:g}", f"{p.get('measured', 0):,}", _num(p["throughput"]), Text(_num(p["ttft_p99_ms"]) + star, style=tail),
+                      Text(_num(p["e2e_p99_ms"]) + star, style=tail), f"{p.get('error_rate') or 0:.1%}", "knee" if p["offered"] == knee else "")  # fmt: skip
     if any(p.get("sparse") for p in sweep["points"]):
         table.caption = f"* dim: P99 of fewer than {sweep.get('min_count_p99', 500)} requests (too few to read a P99)"
-    return table
+    return fit_table(table, width, ("errors", "n"))

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from surgelab.analysis.stats import min_count, sparse_percentile
 from surgelab.sweep.result import LevelRow, SweepResult
+from surgelab.tablefit import fit_table
 from surgelab.units import format_rate
 
 __all__ = ["sweep_table", "print_sweep", "level_line"]
@@ -28,7 +29,11 @@ def level_line(row: LevelRow, unit: str) -> str:
     )
 
 
-def sweep_table(result: SweepResult) -> Table:
+DROP_FIRST = ("ITL\np50", "TTFT\np50", "in\nflight", "tok/s", "errors")  # at a narrow width, least needed first
+
+
+def sweep_table(result: SweepResult, width: int | None = None) -> Table:
+    """One row per level; at ``width`` columns, whole columns are left out rather than cells cut short."""
     knee_i = result.knee.get("row_index") if result.knee else None
     cap_i = result.sla_capacity["index"] if result.sla_capacity else None
     # light borders and two-line headers: ten columns fit 80 without splitting a cell
@@ -37,7 +42,7 @@ def sweep_table(result: SweepResult) -> Table:
     first = "users" if result.mode == "concurrency" else "offered"
     columns = (first, "req/s", "tok/s", "TTFT\np50", "TTFT\np99", "ITL\np50", "E2E\np99", "errors", "in\nflight", "")
     for col in columns:
-        table.add_column(col, justify="right" if col else "left", no_wrap=bool(col))
+        table.add_column(col, justify="right" if col else "left", no_wrap=True)
     for row in result.sorted_levels():
         marks = []
         if row.index == knee_i:
@@ -59,11 +64,11 @@ def sweep_table(result: SweepResult) -> Table:
             ", ".join(marks),
         )  # fmt: skip
     table.caption = "latencies in ms; every column of every level is in sweep.json / sweep.parquet"
-    return table
+    return fit_table(table, width, DROP_FIRST)
 
 
 def print_sweep(result: SweepResult, console: Console) -> None:
-    console.print(sweep_table(result))
+    console.print(sweep_table(result, console.width))
     console.print(f"stop: {result.stop_reason}", highlight=False)
     batch = result.batch_speedup()
     if len(batch) > 1:
