@@ -67,6 +67,8 @@ class OpenAIClient:
         out.input_units = spec.input_units
         handler = self.kinds[kind]
         await self.retrier.exchange(self.transport, handler.call(spec), out, handler.read, at_ns)
+        if spec.tools and out.tool_calls is None and out.state is State.OK:  # offered, and not called
+            out.tool_calls, out.tool_args_bytes = 0, 0
         if not spec.keep_text:
             out.text = None
 
