@@ -1,0 +1,61 @@
+"""Agentic tasks (a DAG of steps on a shared context) against ``surgelab serve`` and ``surgelab simulate``."""
+
+from __future__ import annotations
+
+import pytest
+
+from surgelab.metrics.store import read_records
+
+AGENT = {
+    "think_time": 0.02,
+    "task_slo": 5,
+    "steps": [
+        {"name": "plan", "prompt_tokens": 10, "output_tokens": 6},
+        {"name": "research", "after": ["plan"], "fanout": 3, "prompt_tokens": 8, "output_tokens": 5, "tools": True},
+        {"name": "merge", "after": ["research"], "prompt_tokens": 6, "output_tokens": 8},
+    ],
+}
+WORKLOAD = {"kind": "chat", "prompt_tokens": 40, "output_tokens": 4, "system_prompt_tokens": 16, "agent": AGENT,
+            "tools": {"result_tokens": 20, "latency": 0.1, "max_rounds": 1}}  # fmt: skip
+
+
+def _tasks(records):
+    tasks: dict[int, list] = {}
+    for r in sorted(records, key=lambda r: r["turn"]):
+        tasks.setdefault(r["session"], []).append(r)
+    return tasks
+
+
+def check_dag(records):
+    """Every step starts only after each of its parents ended; fan-out copies overlap; the context grows."""
+    for rows in _tasks(records).values():
+        by_step: dict[str, list] = {}
+        for r in rows:
+            by_step.setdefault(r["step"], []).append(r)
+        assert len(by_step["plan"]) == 1 and len(by_step["merge"]) == 1
+        assert len(by_step["research"]) == 6, "3 subagents, each a call and the answer to its result"
+        plan_end = by_step["plan"][0]["end_ns"]
+        assert all(r["sent_ns"] >= plan_end for r in by_step["research"]), "no subagent before the plan ended"
+        merge = by_step["merge"][0]
+        assert merge["sent_ns"] >= max(r["end_ns"] for r in by_step["research"]), "the merge waits for every branch"
+        calls = [r for r in by_step["research"] if r["tool_calls"]]
+        assert len(calls) == 3 and max(r["sent_ns"] for r in calls) < min(r["end_ns"] for r in calls), "in parallel"
+        # the merge's context: the plan's exchange, then each branch's (instruction, call, result, answer), then its own
+        plan = by_step["plan"][0]
+        shared = plan["prompt_tokens"] + plan["output_tokens"]
+        answers = [r for r in by_step["research"] if not r["tool_calls"]]
+        branches = sum(r["prompt_tokens"] - shared + r["output_tokens"] for r in answers)
+        assert merge["prompt_tokens"] == shared + branches + 6
+        assert all(r["prompt_tokens"] > shared for r in by_step["research"]), "each subagent's prompt starts with the plan's"
+
+
+def test_a_dag_against_serve(embedded, scenario_for, run, tmp_path):
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload=WORKLOAD, preflight=False,
+    )  # fmt: skip
+    summary = run(scenario, tmp_path).summary
+    records = read_records(tmp_path).to_pylist()
+    assert summary["requests"]["failed"] == 0, [r["error"] for r in records if r["error"]][:3]
+    assert len(_tasks(records)) == 2
+    check_dag(records)
