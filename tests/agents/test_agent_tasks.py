@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from surgelab.metrics.store import read_records
+from surgelab.sim.loader import build_fleet
+from surgelab.sim.run import simulate
 
 AGENT = {
     "think_time": 0.02,
@@ -59,3 +61,24 @@ def test_a_dag_against_serve(embedded, scenario_for, run, tmp_path):
     assert summary["requests"]["failed"] == 0, [r["error"] for r in records if r["error"]][:3]
     assert len(_tasks(records)) == 2
     check_dag(records)
+
+
+def test_the_same_dag_simulated(embedded, scenario_for, run, tmp_path):
+    """``simulate`` schedules the very requests of a measured run in virtual time: the same ids, steps and
+    prompt lengths, each step after its parents, the tool rounds after the tool's latency."""
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload=WORKLOAD, preflight=False,
+    )  # fmt: skip
+    run(scenario, tmp_path / "real")
+    simulate(scenario, build_fleet({"pools": [{"profile": "tiny"}]}), tmp_path / "sim")
+    real, sim = read_records(tmp_path / "real").to_pylist(), read_records(tmp_path / "sim").to_pylist()
+    assert all(r["state"] == "ok" for r in sim)
+    check_dag(sim)
+    assert [(r["id"], r["step"], r["tool_calls"] or 0, r["prompt_tokens"]) for r in sim] == [
+        (r["id"], r["step"], r["tool_calls"] or 0, r["intended_prompt_tokens"]) for r in real
+    ]
+    calls = [r for r in sim if r["tool_calls"]]
+    by_id = {r["id"]: r for r in sim}
+    for call in calls:  # its result is the next turn (load/phases.py's TURN_SHIFT)
+        assert by_id[call["id"] + (1 << 32)]["intended_ns"] - call["end_ns"] == pytest.approx(0.1e9, abs=1), "the tool's latency"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from surgelab.metrics.store import read_records
+from surgelab.sim.loader import build_fleet
+from surgelab.sim.run import simulate
 from surgelab.tokenizer import BuiltinTokenizer
 
 TOK = BuiltinTokenizer()
@@ -50,3 +52,21 @@ def test_a_session_answers_each_tool_call_and_goes_on(kind, embedded, scenario_f
             '{"query":"abcd abcd abcd abcd abcd"}'
         )
         assert rows[2]["prompt_tokens"] > rows[1]["prompt_tokens"] + 5, "the next turn resends all of it"
+
+
+def test_simulate_sends_the_same_tool_rounds(embedded, scenario_for, run, tmp_path):
+    """In virtual time the simulated model calls a tool as serve does: the same requests, turns and prompts."""
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload={"kind": "chat", "prompt_tokens": 12, "output_tokens": 5, "tools": TOOLS,
+                  "session": {"turns": 2, "think_time": 0.05}},
+        preflight=False,
+    )  # fmt: skip
+    run(scenario, tmp_path / "real")
+    simulate(scenario, build_fleet({"pools": [{"profile": "tiny"}]}), tmp_path / "sim")
+    real, sim = read_records(tmp_path / "real").to_pylist(), read_records(tmp_path / "sim").to_pylist()
+    fields = ("id", "session", "turn", "tool_calls", "tool_names", "tool_args_bytes")
+    assert [[r[f] for f in fields] + [r["prompt_tokens"]] for r in sim] == [
+        [r[f] for f in fields] + [r["intended_prompt_tokens"]] for r in real
+    ]
+    assert all(r["first_tool_ns"] == r["first_token_ns"] for r in sim if r["tool_calls"])

@@ -20,9 +20,9 @@ from surgelab.scenario.agents import MAX_TASK_REQUESTS
 from surgelab.units import SECOND
 from surgelab.workload.agents import TaskPlan, step_spec
 from surgelab.workload.request import RequestSpec
-from surgelab.workload.tools import exchange, follow_up, tool_latency_s
+from surgelab.workload.tools import added_history, follow_up, tool_latency_s
 
-__all__ = ["answer_tools", "run_task", "added_history", "Answered", "Meta"]
+__all__ = ["answer_tools", "run_task", "Answered", "Meta"]
 
 Answered = tuple[Outcome, RequestSpec, int, bool]
 """The last request's outcome, its spec (with the tool rounds in its history), the requests made, and
@@ -56,11 +56,6 @@ async def answer_tools(
         spec = follow_up(factory, spec, out.calls, meta.index * MAX_TASK_REQUESTS + seed)
         if server_state:
             spec = replace(spec, previous_response_id=out.response_id)
-
-
-def added_history(before: RequestSpec, last: RequestSpec, answer: str) -> tuple[tuple[str, str], ...]:
-    """What a turn or step with its tool rounds adds to the history of what follows it."""
-    return (*last.history[len(before.history) :], *exchange(last, answer))
 
 
 class Meta:

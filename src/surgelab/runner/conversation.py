@@ -12,12 +12,13 @@ from dataclasses import replace
 
 from surgelab.load.phases import PhasePlan
 from surgelab.metrics.store import MetaRow, RecordMeta
-from surgelab.runner.agents import Meta, added_history, answer_tools, run_task
+from surgelab.runner.agents import Meta, answer_tools, run_task
 from surgelab.runner.execution import LEAD_NS, Execution
 from surgelab.units import SECOND
 from surgelab.workload.agents import factory_of, plan_task
 from surgelab.workload.prompts import MAX_TURNS
 from surgelab.workload.request import RequestSpec
+from surgelab.workload.tools import added_history
 
 __all__ = ["converse", "meta_for", "meta_row"]
 

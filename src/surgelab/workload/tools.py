@@ -16,7 +16,7 @@ import numpy as np
 from surgelab.scenario.agents import Tools
 from surgelab.workload.request import RequestSpec, ToolResult
 
-__all__ = ["exchange", "follow_up", "tool_latency_s", "stand_in_calls"]
+__all__ = ["exchange", "added_history", "follow_up", "tool_latency_s", "stand_in_calls"]
 
 
 def exchange(spec: RequestSpec, answer: str) -> tuple[tuple[str, str], ...]:
@@ -25,6 +25,11 @@ def exchange(spec: RequestSpec, answer: str) -> tuple[tuple[str, str], ...]:
         return ((spec.prompt, answer),)
     calls = " ".join(r.arguments for r in spec.tool_results)
     return (spec.prompt, calls), (" ".join(r.output for r in spec.tool_results), answer)
+
+
+def added_history(before: RequestSpec, last: RequestSpec, answer: str) -> tuple[tuple[str, str], ...]:
+    """What a turn or step (``before``, then its tool rounds up to ``last``) adds to the history after it."""
+    return (*last.history[len(before.history) :], *exchange(last, answer))
 
 
 def follow_up(factory: Any, spec: RequestSpec, calls: Sequence[Any], seed: int) -> RequestSpec:
