@@ -48,7 +48,9 @@ def check_dag(records):
         answers = [r for r in by_step["research"] if not r["tool_calls"]]
         branches = sum(r["prompt_tokens"] - shared + r["output_tokens"] for r in answers)
         assert merge["prompt_tokens"] == shared + branches + 6
-        assert all(r["prompt_tokens"] > shared for r in by_step["research"]), "each subagent's prompt starts with the plan's"
+        assert all(r["prompt_tokens"] > shared for r in by_step["research"]), (
+            "each subagent's prompt starts with the plan's"
+        )
 
 
 def test_a_dag_against_serve(embedded, scenario_for, run, tmp_path):
@@ -81,4 +83,59 @@ def test_the_same_dag_simulated(embedded, scenario_for, run, tmp_path):
     calls = [r for r in sim if r["tool_calls"]]
     by_id = {r["id"]: r for r in sim}
     for call in calls:  # its result is the next turn (load/phases.py's TURN_SHIFT)
-        assert by_id[call["id"] + (1 << 32)]["intended_ns"] - call["end_ns"] == pytest.approx(0.1e9, abs=1), "the tool's latency"
+        assert by_id[call["id"] + (1 << 32)]["intended_ns"] - call["end_ns"] == pytest.approx(0.1e9, abs=1), (
+            "the tool's latency"
+        )
+
+
+def test_per_task_and_per_step_figures(embedded, scenario_for, run, tmp_path):
+    """summary.json's agents block, from the records: tasks completed, their time and SLO, each step's figures."""
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload=WORKLOAD, preflight=False,
+    )  # fmt: skip
+    summary = run(scenario, tmp_path / "real").summary
+    sim = simulate(scenario, build_fleet({"pools": [{"profile": "tiny"}]}), tmp_path / "sim").summary
+    for figures, records in ((summary, read_records(tmp_path / "real")), (sim, read_records(tmp_path / "sim"))):
+        rows = records.to_pylist()
+        block = figures["agents"]["default"]
+        assert block["tasks"] == block["completed"] == 2 and block["requests_per_task"] == 8
+        times = sorted(
+            (max(r["end_ns"] for r in t) - min(r["intended_ns"] for r in t)) / 1e9 for t in _tasks(rows).values()
+        )
+        assert block["task_s"]["min"] == pytest.approx(times[0]) and block["task_s"]["max"] == pytest.approx(times[1])
+        assert block["task_slo"] == {"seconds": 5, "met": 2, "fraction": 1.0}
+        steps = block["steps"]
+        assert [steps[s]["requests"] for s in ("plan", "research", "merge")] == [2, 12, 2]
+        assert steps["research"]["tool_calls"] == 6 and steps["plan"]["tool_calls"] == 0
+        assert (
+            steps["merge"]["prompt_tokens"]["mean"]
+            > steps["research"]["prompt_tokens"]["max"]
+            > steps["plan"]["prompt_tokens"]["max"]
+        )
+        research = [r for r in rows if r["step"] == "research" and r["session"] == rows[0]["session"]]
+        span = (max(r["end_ns"] for r in research) - min(r["intended_ns"] for r in research)) / 1e6
+        assert span in [
+            pytest.approx(v) for v in (steps["research"]["span_ms"]["min"], steps["research"]["span_ms"]["max"])
+        ]
+        assert span > 100, "the research step holds its tool's 0.1 s"
+        tools = figures["tools"]
+        assert (
+            tools["requests_offering_tools"] == 12
+            and tools["answers_with_calls"] == 6
+            and tools["by_name"] == {"search": 6}
+        )
+
+
+def test_a_task_with_a_failed_step_is_not_complete(embedded, scenario_for, run, tmp_path):
+    """An error in any request ends its branch: the merge is never sent, and the task counts as not completed."""
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload={**WORKLOAD, "agent": {**AGENT, "steps": [*AGENT["steps"][:2],
+                                                         {"name": "merge", "after": ["research"], "output_tokens": 10**6}]}},
+        preflight=False,
+    )  # fmt: skip
+    summary = run(scenario, tmp_path).summary
+    block = summary["agents"]["default"]
+    assert block["tasks"] == 2 and block["completed"] == 0 and block["task_slo"]["met"] == 0
+    assert block["steps"]["merge"]["requests"] == 2 and block["steps"]["merge"]["ok"] == 0, "the too-long merge failed"

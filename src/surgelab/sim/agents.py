@@ -56,11 +56,15 @@ def offer_tools(req: SimRequest, answer: str) -> SimRequest:
     if spec.tools:
         calls = None if spec.tool_results else stand_in_calls(spec, answer)
         names = None if calls is None else calls[0].name
-        req.outcome = ToolSimOutcome(req.outcome.sent_ns, names, 0 if calls is None else len(calls[0].arguments.encode()))
+        req.outcome = ToolSimOutcome(
+            req.outcome.sent_ns, names, 0 if calls is None else len(calls[0].arguments.encode())
+        )
     return req
 
 
-def tool_round(factory: Any, index: int, req: SimRequest, turn: int, made: int, rounds: int, answer: str) -> tuple[RequestSpec, int] | None:
+def tool_round(
+    factory: Any, index: int, req: SimRequest, turn: int, made: int, rounds: int, answer: str
+) -> tuple[RequestSpec, int] | None:
     """The follow-up of ``req`` (its ``made``-th request of a turn or step) and when it is due, when its answer
     called a tool and a round is left; None otherwise."""
     spec = req.spec
@@ -77,7 +81,14 @@ class SimTask:
     """One task's DAG: nodes sent as their parents end; ``finish`` is called once nothing is left to send."""
 
     def __init__(self, traffic: Any, ctx: Any, factory: Any, first: RequestSpec, plan: TaskPlan, finish: Any) -> None:
-        self.traffic, self.ctx, self.factory, self.first, self.plan, self.finish = traffic, ctx, factory, first, plan, finish
+        self.traffic, self.ctx, self.factory, self.first, self.plan, self.finish = (
+            traffic,
+            ctx,
+            factory,
+            first,
+            plan,
+            finish,
+        )
         self.waiting = [len(node.parents) for node in plan.nodes]
         self.answers: dict[int, tuple[tuple[str, str], ...]] = {}
         self.children: list[list[int]] = [[] for _ in plan.nodes]
@@ -102,12 +113,18 @@ class SimTask:
         meta = meta_row(ctx.source.plan, ctx.index, spec, intended, ctx.user, node.turn + made)
         self.open += 1
         t = self.traffic
-        req = SimRequest(str(meta.id), meta, spec, spec.max_tokens, t.first_token_ns, t.total_ns, (self, node, made + 1), intended)
-        return sim.send(offer_tools(req, t.answer_of(self.ctx, node.turn + made, spec.max_tokens) if spec.tools else ""))
+        req = SimRequest(
+            str(meta.id), meta, spec, spec.max_tokens, t.first_token_ns, t.total_ns, (self, node, made + 1), intended
+        )
+        return sim.send(
+            offer_tools(req, t.answer_of(self.ctx, node.turn + made, spec.max_tokens) if spec.tools else "")
+        )
 
     def _due(self, sim: Any, node: Node, spec: RequestSpec | None, intended: int, made: int) -> Iterable[Event]:
         self.open -= 1
-        events = list(self._send(sim, node, spec, intended, made) if spec is not None else self._node(sim, node, intended))
+        events = list(
+            self._send(sim, node, spec, intended, made) if spec is not None else self._node(sim, node, intended)
+        )
         return events
 
     def done(self, sim: Any, req: SimRequest) -> Iterable[Event]:
@@ -123,7 +140,9 @@ class SimTask:
             if follow is not None:
                 if follow[1] < stop:
                     self.open += 1
-                    events.append(Call(max(follow[1], sim.now), Rank.ARRIVAL, self._due, node, follow[0], follow[1], made))
+                    events.append(
+                        Call(max(follow[1], sim.now), Rank.ARRIVAL, self._due, node, follow[0], follow[1], made)
+                    )
             else:
                 self.answers[node.number] = added_history(self.started[node.number], req.spec, answer)
                 for child in self.children[node.number]:
