@@ -100,6 +100,7 @@ def test_per_task_and_per_step_figures(embedded, scenario_for, run, tmp_path):
         rows = records.to_pylist()
         block = figures["agents"]["default"]
         assert block["tasks"] == block["completed"] == 2 and block["requests_per_task"] == 8
+        assert block["failed"] == block["cut_short"] == 0
         times = sorted(
             (max(r["end_ns"] for r in t) - min(r["intended_ns"] for r in t)) / 1e9 for t in _tasks(rows).values()
         )
@@ -137,5 +138,6 @@ def test_a_task_with_a_failed_step_is_not_complete(embedded, scenario_for, run, 
     )  # fmt: skip
     summary = run(scenario, tmp_path).summary
     block = summary["agents"]["default"]
-    assert block["tasks"] == 2 and block["completed"] == 0 and block["task_slo"]["met"] == 0
+    assert block["tasks"] == 2 and block["completed"] == 0 and block["failed"] == 2 and block["cut_short"] == 0
+    assert block["task_slo"] == {"seconds": 5, "met": 0, "fraction": 0.0}
     assert block["steps"]["merge"]["requests"] == 2 and block["steps"]["merge"]["ok"] == 0, "the too-long merge failed"

@@ -3,8 +3,10 @@
 A task is the records of one ``session`` id whose ``step`` is set. It is **complete** when
 none of its requests failed and every final step (one no other step waits for) has an answer
 of text from each of its copies (fan-out); its **time** runs from its first request's
-intended send to its last answer's end, the user's wait for the whole task. ``task_slo`` is
-judged on that time: a task that did not complete misses it. A step's **span** in a task
+intended send to its last answer's end, the user's wait for the whole task. A task with a failed
+request has **failed**; one that neither completed nor failed was **cut short** (the phase ended
+before its next step could start). ``task_slo`` is judged on the completed and failed tasks: a
+failed one misses it. A step's **span** in a task
 runs from its first copy's intended send to its last copy's end, tool rounds included.
 Warm-up requests are left out, and so is any task that has one.
 """
@@ -88,9 +90,12 @@ def _tasks(c, cls, rows, order, n, step, tool_calls, failed, counted) -> dict[st
         np.add.at(answers, order, (step[rows] == final.name) & text)
         complete &= answers >= final.fanout
     seconds = (end - start)[complete]
+    judged = int((complete | (bad & counted)).sum())  # a task the phase's end cut short is neither
     block: dict[str, Any] = {
         "tasks": int(counted.sum()),
         "completed": int(complete.sum()),
+        "failed": int((bad & counted).sum()),
+        "cut_short": int(counted.sum()) - judged,
         "requests_per_task": float(rows.size / counted.sum()) if counted.any() else None,
         "task_s": distribution(seconds),
         "prompt_tokens_per_task": distribution(
@@ -103,7 +108,7 @@ def _tasks(c, cls, rows, order, n, step, tool_calls, failed, counted) -> dict[st
         block["task_slo"] = {
             "seconds": slo,
             "met": met,
-            "fraction": met / int(counted.sum()) if counted.any() else None,
+            "fraction": met / judged if judged else None,
         }
     return block
 

@@ -212,8 +212,8 @@ class RequestClass(ScenarioModel):
                 if len(set(names)) != len(names):
                     errors.append(f"flow step names must be unique, got {names}")
                 for step in self.flow:
-                    if (step.kind or step.endpoint) == "flow" or step.session is not None:
-                        errors.append(f"flow step {step.name!r} cannot be a flow or a session")
+                    if (step.kind or step.endpoint) == "flow" or step.session is not None or step.agent is not None:
+                        errors.append(f"flow step {step.name!r} cannot be a flow, a session or an agent")
         if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
             errors.append(f"session applies to chat, completions, vision, responses and messages, not {kind}")
         if self.session is not None and self.session.previous_response_id and kind != "responses":

@@ -5,7 +5,8 @@ message is not a tool's result (``--tool-calls`` sets the fraction of such reque
 an agent's turn then calls a tool, and the turn that brings its result gets a text answer. The
 generated tokens are the call's ``query`` argument, streamed one token per event — OpenAI's
 ``delta.tool_calls`` fragments, the Responses API's ``response.function_call_arguments.delta``,
-Anthropic's ``input_json_delta`` — with the usual usage at the end. Same interface as
+Anthropic's ``input_json_delta`` — with the usual usage at the end; the call's opening (its name)
+goes out with the first token, since a model's tool parser sees the name only once generated. Same interface as
 ``Completion`` (``opening``, ``tokens``, ``last_token``, ``closing``, ``whole``).
 """
 
@@ -37,7 +38,22 @@ def _pieces(words: list[str], first: bool, last: bool) -> list[str]:
     return pieces
 
 
-class ChatToolCall(Completion):
+class _StartsWithTheCall:
+    """The call's opening (its name) goes out with its first generated token, as a model's parser sends it."""
+
+    _started = False
+
+    def _start(self) -> bytes:  # pragma: no cover - each answer has its own
+        raise NotImplementedError
+
+    def _start_if(self, pieces: list[str]) -> bytes:
+        if self._started or not pieces:
+            return b""
+        self._started = True
+        return self._start()
+
+
+class ChatToolCall(_StartsWithTheCall, Completion):
     def __init__(self, request_id: str, model: str, name: str) -> None:
         super().__init__(request_id, model, chat=True)
         self.name, self.call_id = name, "call_" + request_id
@@ -46,11 +62,14 @@ class ChatToolCall(Completion):
         return self._event([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
 
     def opening(self) -> bytes:
+        return b""
+
+    def _start(self) -> bytes:
         call = {"index": 0, "id": self.call_id, "type": "function", "function": {"name": self.name, "arguments": ""}}
         return self._delta({"role": "assistant", "content": None, "tool_calls": [call]})
 
     def _arguments(self, pieces: list[str], finish_reason: str | None = None) -> bytes:
-        return b"".join(
+        return self._start_if(pieces) + b"".join(
             self._delta(
                 {"tool_calls": [{"index": 0, "function": {"arguments": p}}]},
                 finish_reason if k == len(pieces) - 1 else None,
@@ -77,7 +96,7 @@ class ChatToolCall(Completion):
         return orjson.dumps(body)
 
 
-class ResponsesToolCall(ResponsesAnswer):
+class ResponsesToolCall(_StartsWithTheCall, ResponsesAnswer):
     def __init__(self, request_id: str, model: str, max_output_tokens: int | None, name: str) -> None:
         super().__init__(request_id, model, max_output_tokens)
         self.name, self._item_id, self.call_id = name, "fc_" + request_id, "call_" + request_id
@@ -88,14 +107,15 @@ class ResponsesToolCall(ResponsesAnswer):
 
     def opening(self) -> bytes:
         created = self._response("in_progress", [], None)
-        return (
-            self._next("response.created", {"response": created})
-            + self._next("response.in_progress", {"response": created})
-            + self._next("response.output_item.added", {"output_index": 0, "item": self._item("", "in_progress")})
+        return self._next("response.created", {"response": created}) + self._next(
+            "response.in_progress", {"response": created}
         )
 
+    def _start(self) -> bytes:
+        return self._next("response.output_item.added", {"output_index": 0, "item": self._item("", "in_progress")})
+
     def _arguments(self, pieces: list[str]) -> bytes:
-        return b"".join(
+        return self._start_if(pieces) + b"".join(
             self._next(
                 "response.function_call_arguments.delta", {"item_id": self._item_id, "output_index": 0, "delta": p}
             )
@@ -121,19 +141,20 @@ class ResponsesToolCall(ResponsesAnswer):
         return orjson.dumps(self._response("completed", [self._item(arguments_of(text), "completed")], _usage(usage)))
 
 
-class MessagesToolCall(MessagesAnswer):
+class MessagesToolCall(_StartsWithTheCall, MessagesAnswer):
     def __init__(self, request_id: str, model: str, prompt_tokens: int, name: str) -> None:
         super().__init__(request_id, model, prompt_tokens)
         self.name, self.call_id = name, "toolu_" + request_id
 
     def opening(self) -> bytes:
+        return _event("message_start", {"type": "message_start", "message": self._message([], None, 1)})
+
+    def _start(self) -> bytes:
         block = {"type": "tool_use", "id": self.call_id, "name": self.name, "input": {}}
-        return _event("message_start", {"type": "message_start", "message": self._message([], None, 1)}) + _event(
-            "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}
-        )
+        return _event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
 
     def _arguments(self, pieces: list[str]) -> bytes:
-        return b"".join(
+        return self._start_if(pieces) + b"".join(
             _event(
                 "content_block_delta",
                 {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}},
