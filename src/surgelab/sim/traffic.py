@@ -256,5 +256,5 @@ class Traffic:
 
 def _answer(sampler: Any, index: int, turn: int, tokens: int) -> str:
     """Stand-in text of the answer's length for the session history (the model's words do not matter)."""
-    factory = sampler.factory(index) if hasattr(sampler, "factory") else sampler
+    factory = factory_of(sampler, index)
     return factory.text(index + 7_919 * turn, max(tokens, 1)) if hasattr(factory, "text") else ""
