@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from surgelab.client.kinds.responses import Responses
 from surgelab.metrics.store import read_records
 from surgelab.sim.loader import build_fleet
 from surgelab.sim.run import simulate
@@ -14,14 +15,22 @@ TOK = BuiltinTokenizer()
 TOOLS = {"names": ["search", "fetch"], "result_tokens": 30, "latency": 0.2, "max_rounds": 2}
 
 
-@pytest.mark.parametrize("kind", ["chat", "responses", "messages"])
-def test_a_session_answers_each_tool_call_and_goes_on(kind, embedded, scenario_for, run, tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "server_state"), [("chat", False), ("responses", False), ("responses", True), ("messages", False)]
+)
+def test_a_session_answers_each_tool_call_and_goes_on(
+    kind, server_state, embedded, scenario_for, run, tmp_path, monkeypatch
+):
     """Two user turns, each answered by a call of the first tool (serve calls one when offered tools), its
-    result sent 0.2 s later, then a text answer: four requests per session, each recorded with its calls."""
+    result sent 0.2 s later, then a text answer: four requests per session, each recorded with its calls.
+    With the server's state, a result goes alone beside the calling answer's id."""
+    bodies = []
+    body = Responses.body
+    monkeypatch.setattr(Responses, "body", lambda self, spec: bodies.append(body(self, spec)) or bodies[-1])
     scenario = scenario_for(
         embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
         workload={"kind": kind, "prompt_tokens": 12, "output_tokens": 5, "tools": TOOLS,
-                  "session": {"turns": 2, "think_time": 0.05}},
+                  "session": {"turns": 2, "think_time": 0.05, "previous_response_id": server_state}},
         preflight=False,
     )  # fmt: skip
     summary = run(scenario, tmp_path).summary
@@ -39,6 +48,10 @@ def test_a_session_answers_each_tool_call_and_goes_on(kind, embedded, scenario_f
         assert [r["intended_prompt_tokens"] for r in rows] == [r["prompt_tokens"] for r in rows], (
             "client and server agree"
         )
+    if server_state:
+        results = [b for b in bodies if isinstance(b["input"], list)]
+        assert results and all(b["previous_response_id"].startswith("resp_") for b in results)
+        assert all([i["type"] for i in b["input"]] == ["function_call_output"] for b in results)
     for rows in whole:
         call = rows[0]
         # the arguments are the 5 generated tokens in {"query": "..."}: 5 words of 4 letters and 4 spaces

@@ -250,8 +250,8 @@ class InferenceServer:
         self.metrics.observe_finished(finish, first_at - arrival, loop.time() - arrival, n)
         totals = usage(gen.prompt_tokens, n)
         text = "".join(words)
-        if keep is not None:
-            keep(completion.id, gen, text)
+        if keep is not None:  # a tool call is kept as its arguments, what the model said
+            keep(completion.id, gen, completion.said(text) if hasattr(completion, "said") else text)
         if response is None:
             return _raw_json(completion.whole(text, finish, totals))
         await response.write(completion.closing(text, finish, totals, gen.include_usage))

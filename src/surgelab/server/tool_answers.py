@@ -46,6 +46,11 @@ class _StartsWithTheCall:
     def _start(self) -> bytes:  # pragma: no cover - each answer has its own
         raise NotImplementedError
 
+    @staticmethod
+    def said(text: str) -> str:
+        """What the answer said, for a conversation kept on the server: the call's arguments."""
+        return arguments_of(text)
+
     def _start_if(self, pieces: list[str]) -> bytes:
         if self._started or not pieces:
             return b""
