@@ -7,6 +7,8 @@ import json
 import openai
 import pytest
 
+from surgelab.server.process import serve_process
+
 TOOLS = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {"type": "object"}}}]
 ASK = [{"role": "user", "content": "look it up"}]
 
@@ -51,3 +53,16 @@ def test_responses_stream_a_function_call(sdk):
     done = events[-1].response
     assert done.status == "completed" and done.output[0].type == "function_call" and done.output[0].name == "search"
     assert done.usage.output_tokens == 3
+
+
+@pytest.mark.parametrize(("share", "low", "high"), [("0", 0, 0), ("0.5", 6, 14)])
+def test_tool_calls_share_of_requests(share, low, high):
+    """``surgelab serve --tool-calls`` answers that share of the requests offering tools with a call (seeded)."""
+    with serve_process(["--tool-calls", share, "--seed", "3"]) as url:
+        sdk = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10.0)
+        replies = [
+            sdk.chat.completions.create(model="surgelab-tiny", messages=ASK, tools=TOOLS, max_tokens=2)
+            for _ in range(20)
+        ]
+    calls = sum(r.choices[0].finish_reason == "tool_calls" for r in replies)
+    assert low <= calls <= high
