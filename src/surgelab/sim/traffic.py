@@ -83,6 +83,7 @@ class Traffic:
         self.first_token_ns, self.total_ns = round(t.first_token * SECOND), round(t.total * SECOND)
         self.open_conversations = 0
         self.end_ns = max(p.end_ns for p in self.plans)
+        self.agents = any(c.agent for p in scenario.phase_list for c in scenario.workload_of(p).classes)
 
     def planned_peak(self, start_s: float, end_s: float) -> float:
         """Highest request rate the open-loop phases plan between two run times (the forecast)."""
@@ -183,7 +184,7 @@ class Traffic:
             made = sampler.synthetic(ctx.index) if self.synthetic else None
             ctx.first = spec = sampler.spec(ctx.index, self.texts or (self.synthetic and made is None))
             ctx.conversation = (sampler.conversation(ctx.index), user_state)
-            task = plan_task(factory_of(sampler, ctx.index), ctx.index)
+            task = plan_task(factory_of(sampler, ctx.index), ctx.index) if self.agents else None
             if task is not None:
                 return SimTask(self, ctx, factory_of(sampler, ctx.index), spec, task, self._finished).start(sim, intended)
             if ctx.conversation[0] is not None or spec.tools:  # a request's tool rounds make a session too
@@ -213,8 +214,8 @@ class Traffic:
         assert end is not None  # the request has ended
         conv = ctx.conversation[0]
         ok = req.outcome.state is State.OK
-        answer = _answer(ctx.sampler, ctx.index, ctx.turn + ctx.extra, req.tokens) if ok and req.spec.keep_text else ""
         if ok and req.spec.tools:
+            answer = _answer(ctx.sampler, ctx.index, ctx.turn + ctx.extra, req.tokens)
             factory = factory_of(ctx.sampler, ctx.index)
             turn = ctx.turn + ctx.extra - ctx.round
             follow = tool_round(factory, ctx.index, req, turn, ctx.round + 1, factory.cls.tools.max_rounds, answer)
@@ -226,6 +227,7 @@ class Traffic:
         if conv is not None and ok and ctx.turn < conv.turns:
             intended = end + int(conv.think_s[ctx.turn - 1] * SECOND)
             if intended < plan.end_ns:
+                answer = _answer(ctx.sampler, ctx.index, ctx.turn + ctx.extra, req.tokens)
                 ctx.history = (*ctx.history, *added_history(ctx.turn_spec, req.spec, answer))
                 ctx.turn += 1
                 ctx.round = 0
