@@ -141,3 +141,19 @@ def test_a_task_with_a_failed_step_is_not_complete(embedded, scenario_for, run, 
     assert block["tasks"] == 2 and block["completed"] == 0 and block["failed"] == 2 and block["cut_short"] == 0
     assert block["task_slo"] == {"seconds": 5, "met": 0, "fraction": 0.0}
     assert block["steps"]["merge"]["requests"] == 2 and block["steps"]["merge"]["ok"] == 0, "the too-long merge failed"
+
+
+def test_the_simulators_prefix_cache_reuses_the_shared_context(embedded, scenario_for, tmp_path):
+    """With ``cache.prefix`` the engines see each step's prompt start with its ancestors' exchanges: the later
+    steps' first tokens come sooner than when every prompt is prefilled whole."""
+    scenario = scenario_for(
+        embedded, model="surgelab-tiny", target={"stream": True}, load={"rate": 2, "duration": "1s", "arrival": "constant"},
+        workload={**WORKLOAD, "system_prompt_tokens": 2000, "prompt_tokens": 1000}, preflight=False,
+    )  # fmt: skip
+    ttft = {}
+    for prefix in (False, True):
+        fleet = build_fleet({"pools": [{"profile": "llama3-8b-h100"}], "cache": {"prefix": prefix}})
+        steps = simulate(scenario, fleet, tmp_path / str(prefix)).summary["agents"]["default"]["steps"]
+        ttft[prefix] = {name: block["ttft_ms"]["mean"] for name, block in steps.items()}
+    for step in ("research", "merge"):
+        assert ttft[True][step] < 0.8 * ttft[False][step], (step, ttft)
