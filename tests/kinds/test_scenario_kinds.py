@@ -20,7 +20,7 @@ ERRORS = [
     ("workload: {kind: http, http: {method: POST}}", "http needs a path (or preset: kserve_v2)"),
     ("workload: {kind: flow}", "kind flow needs flow"),
     ("workload: {kind: flow, flow: [{name: a}, {name: a}]}", "flow step names must be unique"),
-    ("workload: {kind: flow, flow: [{name: a, kind: flow, flow: [{name: b}]}]}", "cannot be a flow or a session"),
+    ("workload: {kind: flow, flow: [{name: a, kind: flow, flow: [{name: b}]}]}", "cannot be a flow, a session or an agent"),
     ("workload: {kind: transcription, session: {turns: 3}}", "session applies to chat, completions, vision, responses and messages"),
     ("workload: {kind: messages, session: {turns: 3, previous_response_id: true}}",
      "session.previous_response_id applies to kind responses, not messages"),

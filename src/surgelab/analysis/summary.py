@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from surgelab import __version__
+from surgelab.analysis.agents import agents_block, tools_block
 from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain, seconds
 from surgelab.analysis.errors import top_errors
 from surgelab.analysis.failover import failover_block, failover_threshold, live_switch_overs
@@ -220,6 +221,9 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     }
     ok = ~c.warmup & (c.state == State.OK.value)
     summary["streaming"] = buffered_streams(c, ok)
+    for key, block in (("tools", tools_block(c)), ("agents", agents_block(c, scenario))):
+        if block is not None:  # only runs that offered tools or ran agents
+            summary[key] = block
     results = [_judge(t, c, ~c.warmup, summary) for t in scenario.thresholds]
     results += _default_bounds(scenario, summary["requests"], info.stop_reason or "")
     failover = _failover(c, scenario, info)

@@ -46,6 +46,9 @@ def serve_command(
     typical_output_tokens: int = typer.Option(
         128, min=1, help="Median output length when the caller does not force one."
     ),
+    tool_calls: float = typer.Option(
+        1.0, min=0.0, max=1.0, help="Share of requests offering tools (and bringing no tool result) answered with a tool call."
+    ),
     max_num_seqs: int | None = _engine_override("Override: most sequences in the running batch."),
     kv_capacity: int | None = _engine_override("Override: KV-cache capacity in tokens."),
     max_batched_tokens: int | None = _engine_override("Override: token budget per step."),
@@ -117,6 +120,7 @@ def serve_command(
             prefix_caching=prefix_caching,
             typical_output_tokens=typical_output_tokens,
             session_header=session_header,
+            tool_call_fraction=tool_calls,
             faults=FaultConfig.from_mapping(knobs),
             token=token,
             tls_cert=str(tls_cert) if tls_cert else None,

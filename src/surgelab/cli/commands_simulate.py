@@ -25,6 +25,7 @@ def simulate_command(
     from surgelab.metrics.rundir import RunDirError, write_json
     from surgelab.report.compare import compare_runs
     from surgelab.report.outputs import HtmlOutput, finalize_run
+    from surgelab.report.terminal import agent_lines
     from surgelab.sim import FleetError, comparison_rows, load_fleet, simulate
     from surgelab.sim.loader import fleet_context_warnings
 
@@ -69,6 +70,8 @@ def simulate_command(
         console.print(f"comparison report: {base / 'compare.html'}", highlight=False)
     console.print(_table(rows, results))
     for result in results:
+        for line in agent_lines(result.summary):  # per task and per step, as a measured run prints them
+            console.print(line if len(results) == 1 else f"{result.fleet['name']}: {line}", highlight=False, soft_wrap=True)
         for cache in result.fleet.get("caches", ()):
             if cache["warning"]:
                 console.print(f"warning: {result.fleet['name']}: {cache['warning']}", style="yellow", highlight=False)

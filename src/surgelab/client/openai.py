@@ -71,6 +71,8 @@ class OpenAIClient:
         if self.target.session_header and spec.session >= 0:  # for a router that pins sessions
             call = replace(call, headers={**call.headers, self.target.session_header: str(spec.session)})
         await self.retrier.exchange(self.transport, call, out, handler.read, at_ns)
+        if spec.tools and out.tool_calls is None and out.state is State.OK:  # offered, and not called
+            out.tool_calls, out.tool_args_bytes = 0, 0
         if not spec.keep_text:
             out.text = None
 

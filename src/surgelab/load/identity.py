@@ -31,4 +31,5 @@ def meta_row(plan: PhasePlan, index: int, spec: RequestSpec, intended: int, user
         plan.session_id(index, turn),  # session
         turn,
         spec.kind or "",  # kind
+        spec.step or None,  # step
     )

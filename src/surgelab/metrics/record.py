@@ -71,6 +71,11 @@ class Outcome:
     ratelimit_requests: int | None = None  # requests the provider still allows (x-ratelimit-remaining-requests, …)
     ratelimit_tokens: int | None = None  # tokens it still allows (the fewest of every token limit it named)
     ratelimit_reset_s: float | None = None  # longest wait until one of its limits resets
+    tool_calls: int | None = None  # tool calls in the answer; None when the request offered no tools
+    tool_names: str | None = None  # their function names, comma-separated, in order
+    tool_args_bytes: int | None = None  # bytes of their arguments together
+    first_tool_ns: int | None = None  # arrival of the first tool-call delta (or of the whole answer)
+    calls: list | None = None  # the parsed tool calls (client/kinds/tool_calls.py), for the next request of a session
 
     def reset_for_retry(self) -> None:
         """Forget what the previous attempt observed (the first send time stays)."""
@@ -78,6 +83,7 @@ class Outcome:
         self.output_tokens, self.usage_source, self.http_status, self.error = None, "none", None, None
         self.token_ns, self.text, self.output_units, self.retry_after_s = array("q"), None, None, None
         self.response_id = None
+        self.tool_calls, self.tool_names, self.tool_args_bytes, self.first_tool_ns, self.calls = None, None, None, None, None
         self.ratelimit_requests, self.ratelimit_tokens, self.ratelimit_reset_s = None, None, None
 
     def fail(self, state: State, error: str, now_ns: int) -> None:
@@ -124,6 +130,11 @@ RECORD_SCHEMA = pa.schema(
         pa.field("ratelimit_tokens", pa.int64()),  # tokens left in its quota
         pa.field("ratelimit_reset_s", pa.float32()),  # longest wait until a limit resets
         pa.field("retry_after_s", pa.float32()),  # the wait it asked for (Retry-After)
+        pa.field("tool_calls", pa.int16()),  # tool calls in the answer; null when no tools were offered
+        pa.field("tool_names", pa.string()),  # their names, comma-separated
+        pa.field("tool_args_bytes", pa.int32()),  # bytes of their arguments
+        pa.field("first_tool_ns", pa.int64()),  # arrival of the first tool-call delta
+        pa.field("step", pa.string()),  # an agentic task's step; null otherwise (docs/agents.md)
     ],
     metadata={"surgelab.record_version": "1"},
 )

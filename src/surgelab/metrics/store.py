@@ -50,6 +50,7 @@ class RecordMeta:
     session: int = -1
     turn: int = 0
     kind: str = ""  # the spec's kind when known (a dropped request never reaches the client)
+    step: str | None = None  # an agentic task's step (docs/agents.md)
 
 
 class MetaRow(NamedTuple):
@@ -65,6 +66,7 @@ class MetaRow(NamedTuple):
     session: int = -1
     turn: int = 0
     kind: str = ""
+    step: str | None = None
 
 
 class RecordBuffer:
@@ -79,7 +81,7 @@ class RecordBuffer:
         "output_tokens", "usage_source", "http_status", "error", "target", "kind",
         "input_units", "output_units", "step_ms", "attempts", "resends", "intended_prompt_tokens",
         "connect_ms", "tls_ms", "redirects", "ratelimit_requests", "ratelimit_tokens", "ratelimit_reset_s",
-        "retry_after_s",
+        "retry_after_s", "tool_calls", "tool_names", "tool_args_bytes", "first_tool_ns", "step",
     )  # fmt: skip
 
     def __init__(self, worker: int = 0) -> None:
@@ -131,6 +133,11 @@ class RecordBuffer:
         c["ratelimit_tokens"].append(outcome.ratelimit_tokens)
         c["ratelimit_reset_s"].append(outcome.ratelimit_reset_s)
         c["retry_after_s"].append(outcome.retry_after_s)
+        c["tool_calls"].append(outcome.tool_calls)
+        c["tool_names"].append(outcome.tool_names)
+        c["tool_args_bytes"].append(outcome.tool_args_bytes)
+        c["first_tool_ns"].append(outcome.first_tool_ns)
+        c["step"].append(meta.step)
         if len(outcome.token_ns) > 1:
             times = np.frombuffer(outcome.token_ns, dtype=np.int64)
             gaps = (np.diff(times) // 1000).astype(np.int32)

@@ -130,11 +130,34 @@ def summary_table(summary: dict[str, Any], width: int | None = None) -> Group:
         parts.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in summary.get("diagnosis", []):
         parts.append(Text(f"hint: {hint}", style="yellow"))
+    parts += [Text(line) for line in agent_lines(summary)]
     for t in summary["thresholds"]:
         mark = "[green]✓ pass[/]" if t["passed"] else "[red]✗ FAIL[/]"
         default = " [dim](default bound)[/]" if t.get("default") else ""
         parts.append(Text.from_markup(f"{mark}  {t['expr']}{default}  (observed {observed_text(t)})"))
     return Group(*parts)
+
+
+def agent_lines(summary: dict[str, Any]) -> list[str]:
+    """The tools and agents blocks in a few lines: tasks, their time and SLO, each step; the calls made."""
+    lines = []
+    for name, block in (summary.get("agents") or {}).items():
+        times, slo = block["task_s"], block.get("task_slo")
+        line = (f"agent {name}: {block['tasks']:,} tasks · {block['completed']:,} completed · {block['failed']:,} failed · "
+                f"{block['cut_short']:,} cut short by the phase's end · task p50 {_num(times['p50'])} s · p90 {_num(times['p90'])} s")  # fmt: skip
+        if slo is not None and slo["fraction"] is not None:
+            line += f" · within {slo['seconds']:g} s: {slo['fraction']:.0%}"
+        lines.append(line)
+        for step, s in block["steps"].items():
+            lines.append(f"  step {step}: {s['requests']:,} req ({s['ok']:,} ok, {s['tool_calls']:,} tool calls) · "
+                         f"E2E p50 {_lat(s['e2e_ms']['p50'])} ms · span p50 {_lat(s['span_ms']['p50'])} ms")  # fmt: skip
+    tools = summary.get("tools")
+    if tools:
+        names = ", ".join(f"{n} {k:,}" for n, k in tools["by_name"].items()) or "none"
+        first = tools["time_to_first_tool_call_ms"]["p50"]
+        lines.append(f"tools: {tools['requests_offering_tools']:,} requests offered tools · {tools['answers_with_calls']:,} "
+                     f"answers called ({names}) · first tool-call delta p50 {_lat(first)} ms")  # fmt: skip
+    return lines
 
 
 def failover_lines(block: dict[str, Any] | None) -> list[str]:

@@ -13,8 +13,12 @@ from dataclasses import replace
 from surgelab.load.identity import meta_for
 from surgelab.load.phases import PhasePlan
 from surgelab.metrics.record import State
+from surgelab.runner.agents import Meta, answer_tools, run_task
 from surgelab.runner.execution import LEAD_NS, Execution
 from surgelab.units import SECOND
+from surgelab.workload.agents import factory_of, plan_task
+from surgelab.workload.prompts import MAX_TURNS
+from surgelab.workload.tools import added_history
 
 __all__ = ["converse"]
 
@@ -26,20 +30,28 @@ async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, us
     """
     sampler = sampler or plan.sampler
     first = sampler.spec(index)
-    conversation = sampler.conversation(index)
-    if conversation is None:
-        await ex.execute(meta_for(plan, index, first, intended, user), first)
+    factory, meta = factory_of(sampler, index), Meta(meta_for, plan, index, user)
+    task = plan_task(factory, index)
+    if task is not None:
+        await run_task(ex, meta, factory, first, task, intended)
         return
-    spec, history, previous = first, (), None
+    conversation = sampler.conversation(index)
+    rounds = factory.cls.tools.max_rounds if first.tools else 0
+    if conversation is None:
+        await answer_tools(ex, meta, factory, first, intended, 1 if rounds else 0, rounds)  # its tool rounds: a session
+        return
+    spec, history, previous, number = first, (), None, 1
     for turn in range(1, conversation.turns + 1):
         if turn > 1:
             intended = ex.clock() + int(conversation.think_s[turn - 2] * SECOND)
-            if intended >= plan.end_ns or not await ex.sleep_until(intended - LEAD_NS):
+            if intended >= plan.end_ns or number > MAX_TURNS or not await ex.sleep_until(intended - LEAD_NS):
                 return
             spec = sampler.next_turn(index, first, conversation, turn, history)
             if conversation.previous_response_id:
                 spec = replace(spec, previous_response_id=previous)
-        out = await ex.execute(meta_for(plan, index, spec, intended, user, turn), spec)
-        if out.state is not State.OK:
+        out, last, made, done = await answer_tools(ex, meta, factory, spec, intended, number, rounds,
+                                                   conversation.previous_response_id)  # fmt: skip
+        if not done:
             return
-        history, previous = (*history, (spec.prompt, out.text or "")), out.response_id
+        number += made
+        history, previous = (*history, *added_history(spec, last, out.text or "")), out.response_id

@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
+from surgelab.scenario.agents import MAX_TASK_REQUESTS, Agent, Tools
 from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.presets import LENGTHS, Preset, with_preset
@@ -60,6 +61,7 @@ Kind = Literal[
 ]  # fmt: skip
 KINDS: tuple[str, ...] = get_args(Kind)
 _TEXT_KINDS = ("chat", "completions", "responses", "messages")
+_TOOL_KINDS = ("chat", "responses", "messages")
 
 
 class Images(ScenarioModel):
@@ -189,6 +191,8 @@ class RequestClass(ScenarioModel):
     flow: list[RequestClass] | None = Field(
         None, min_length=1, description="Flow: the steps of one user action, sent one after the other (each a class without weight)."
     )
+    tools: Tools | None = Field(None, description="Chat, responses, messages: offer synthetic tools and answer their calls (docs/agents.md).")
+    agent: Agent | None = Field(None, description="Make each request an agentic task: a DAG of steps on a shared context (docs/agents.md).")
 
     @model_validator(mode="before")
     @classmethod
@@ -218,15 +222,32 @@ class RequestClass(ScenarioModel):
                 if len(set(names)) != len(names):
                     errors.append(f"flow step names must be unique, got {names}")
                 for step in self.flow:
-                    if (step.kind or step.endpoint) == "flow" or step.session is not None:
-                        errors.append(f"flow step {step.name!r} cannot be a flow or a session")
+                    if (step.kind or step.endpoint) == "flow" or step.session is not None or step.agent is not None:
+                        errors.append(f"flow step {step.name!r} cannot be a flow, a session or an agent")
         if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
             errors.append(f"session applies to chat, completions, vision, responses and messages, not {kind}")
         if self.session is not None and self.session.previous_response_id and kind != "responses":
             errors.append(f"session.previous_response_id applies to kind responses, not {kind or 'the target endpoint'}")
+        errors += self._agent_problems(kind)
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    def _agent_problems(self, kind: str | None) -> list[str]:
+        errors = []
+        for name in ("tools", "agent"):
+            if getattr(self, name) is not None and kind not in (None, *_TOOL_KINDS):
+                errors.append(f"{name} applies to kind chat, responses or messages, not {kind}")
+        if self.agent is not None:
+            if self.session is not None:
+                errors.append("a class is an agent or a session, not both")
+            if any(step.tools for step in self.agent.steps) and self.tools is None:
+                errors.append("an agent step with tools: true needs the class's tools")
+            rounds = self.tools.max_rounds if self.tools else 0
+            if self.agent.requests(rounds) > MAX_TASK_REQUESTS:
+                errors.append(f"an agent task may make {self.agent.requests(rounds)} requests (steps × fanout × tool rounds); "
+                              f"at most {MAX_TASK_REQUESTS}")  # fmt: skip
+        return errors
 
     @property
     def request_kind(self) -> str | None:

@@ -35,6 +35,7 @@ from surgelab.server.protocol import (
     plan_output,
 )
 from surgelab.server.responses import Completion, usage
+from surgelab.server.tool_answers import tool_answer
 from surgelab.server.typed_events import MessagesAnswer, ResponsesAnswer
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
 
@@ -148,6 +149,10 @@ class InferenceServer:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self.inference(request, parse_chat, self._generate)
 
+    def _calls_tool(self, gen: Generation, rng: np.random.Generator) -> bool:
+        """Whether the answer calls a tool: offered one and not just given a result, for ``tool_call_fraction`` of them."""
+        return bool(gen.tools) and not gen.after_tool and float(rng.random()) < self.config.tool_call_fraction
+
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self.inference(request, parse_completion, self._generate)
 
@@ -161,10 +166,16 @@ class InferenceServer:
         def render(rid: str) -> ResponsesAnswer:
             return ResponsesAnswer(self._id_prefix + rid, self.model, gen.max_tokens)
 
+        render.api = "responses"  # type: ignore[attr-defined]
+
         return await self._generate(request, gen, render, keep=self.conversations.keep)
 
     async def _answer_messages(self, request: web.Request, gen: Generation) -> web.StreamResponse:
-        return await self._generate(request, gen, lambda rid: MessagesAnswer(self._id_prefix + rid, self.model, gen.prompt_tokens))
+        def render(rid: str) -> MessagesAnswer:
+            return MessagesAnswer(self._id_prefix + rid, self.model, gen.prompt_tokens)
+
+        render.api = "messages"  # type: ignore[attr-defined]
+        return await self._generate(request, gen, render)
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         return await self.inference(request, parse_embeddings, self._embed)
@@ -212,7 +223,10 @@ class InferenceServer:
         words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), size=n)]
         rid = f"{number:x}"
         stream = self.submit(EngineRequest(rid, gen.prompt_tokens, n, self._hashes(gen)))
-        completion = render(rid) if render else Completion(self._id_prefix + rid, self.model, gen.chat)
+        if gen.chat and self._calls_tool(gen, rng):
+            completion = tool_answer(getattr(render, "api", "chat"), self._id_prefix + rid, self.model, gen)
+        else:
+            completion = render(rid) if render else Completion(self._id_prefix + rid, self.model, gen.chat)
         response: web.StreamResponse | None = None
         sent, first_at = 0, arrival
         try:
@@ -245,8 +259,8 @@ class InferenceServer:
         self.metrics.observe_finished(finish, first_at - arrival, loop.time() - arrival, n)
         totals = usage(gen.prompt_tokens, n)
         text = "".join(words)
-        if keep is not None:
-            keep(completion.id, gen, text)
+        if keep is not None:  # a tool call is kept as its arguments, what the model said
+            keep(completion.id, gen, completion.said(text) if hasattr(completion, "said") else text)
         if response is None:
             return _raw_json(completion.whole(text, finish, totals))
         await response.write(completion.closing(text, finish, totals, gen.include_usage))

@@ -122,6 +122,8 @@ class ServerConfig:
     prefix_caching: bool = True
     typical_output_tokens: int = 128
     """Median of the output lengths the server picks when the caller does not force one."""
+    tool_call_fraction: float = 1.0
+    """Of the requests that offer tools (and do not bring a tool's result), the share answered with a tool call."""
     embedding_dim: int = 384
     session_header: str = "X-Session-ID"
     """A request header echoed in the answer (and counted): what a client pinning sessions sends."""

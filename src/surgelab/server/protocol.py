@@ -39,6 +39,7 @@ _VOCABULARY_INDEX = {word: i for i, word in enumerate(VOCABULARY)}
 _ANTHROPIC_ERRORS = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                      413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}  # fmt: skip
 _TEXT_PARTS = frozenset(("text", "input_text", "output_text"))
+_TOOL_ITEMS = {"function_call": "arguments", "function_call_output": "output"}  # Responses API item: its counted text
 
 
 class ApiError(Exception):
@@ -84,6 +85,10 @@ class Generation:
     seed: int | None
     previous_response_id: str | None = None
     """Responses API: the stored conversation this request continues."""
+    tools: tuple[str, ...] = ()
+    """Names of the functions the request offers (server/tool_answers.py)."""
+    after_tool: bool = False
+    """Its last message is a tool's result: the answer is text, not another call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +114,9 @@ def parse_chat(body: Mapping[str, Any]) -> Generation:
         raise ApiError(400, "'messages' must be a non-empty array", param="messages")
     texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
     images = sum(_image_tokens(m, i) for i, m in enumerate(messages))
-    return _generation(body, chat=True, texts=texts, token_ids=images)
+    last = messages[-1]
+    return replace(_generation(body, chat=True, texts=texts, token_ids=images), tools=_tool_names(body, "chat"),
+                   after_tool=isinstance(last, dict) and last.get("role") == "tool")  # fmt: skip
 
 
 def parse_responses(body: Mapping[str, Any]) -> Generation:
@@ -127,7 +134,9 @@ def parse_responses(body: Mapping[str, Any]) -> Generation:
         raise ApiError(400, "'previous_response_id' must be a string", param="previous_response_id")
     limits = {"max_tokens": body.get("max_output_tokens")}
     gen = _generation({**body, **limits}, chat=True, texts=[instructions or "", *texts], param="input")
-    return replace(gen, previous_response_id=previous)
+    last = items[-1]
+    return replace(gen, previous_response_id=previous, tools=_tool_names(body, "responses"),
+                   after_tool=isinstance(last, dict) and last.get("type") == "function_call_output")  # fmt: skip
 
 
 def parse_messages(body: Mapping[str, Any]) -> Generation:
@@ -140,7 +149,27 @@ def parse_messages(body: Mapping[str, Any]) -> Generation:
     system = body.get("system")
     system_texts = _message_texts({"role": "system", "content": system}, 0, "system") if system else []
     texts = [text for i, m in enumerate(messages) for text in _message_texts(m, i)]
-    return _generation(body, chat=True, texts=[*system_texts, *texts])
+    content = messages[-1].get("content") if isinstance(messages[-1], dict) else None
+    after = isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    gen = _generation(body, chat=True, texts=[*system_texts, *texts])
+    return replace(gen, tools=_tool_names(body, "messages"), after_tool=after)
+
+
+def _tool_names(body: Mapping[str, Any], api: str) -> tuple[str, ...]:
+    """The function names a request offers: chat's ``tools[].function.name``, the others' ``tools[].name``."""
+    tools = body.get("tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise ApiError(400, "'tools' must be an array", param="tools")
+    names = []
+    for k, tool in enumerate(tools):
+        holder = tool.get("function") if api == "chat" and isinstance(tool, dict) else tool
+        name = holder.get("name") if isinstance(holder, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ApiError(400, f"tools[{k}] needs a function name", param=f"tools[{k}]")
+        names.append(name)
+    return tuple(names)
 
 
 def parse_tokenize(body: Mapping[str, Any], max_model_len: int) -> dict[str, Any]:
@@ -231,17 +260,27 @@ def _message_texts(message: Any, index: int, field: str = "messages") -> list[st
     """The texts of one message: its string content, or its text parts (OpenAI ``text`` and
     ``input_text``/``output_text`` of the Responses API; Anthropic's ``text`` blocks)."""
     param = f"{field}[{index}]"
+    if isinstance(message, dict) and message.get("type") in _TOOL_ITEMS:  # Responses API tool items
+        text = message.get(_TOOL_ITEMS[message["type"]])
+        if not isinstance(text, str):
+            raise ApiError(400, f"{param}.{_TOOL_ITEMS[message['type']]} must be a string", param=param)
+        return [text]
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise ApiError(400, f"{param} must be an object with a 'role'", param=param)
     content = message.get("content")
+    calls = [c.get("function", {}).get("arguments") or "" for c in message.get("tool_calls") or () if isinstance(c, dict)]
     if content is None or isinstance(content, str):
-        return [content or ""]
+        return [content or "", *calls]
     if isinstance(content, list):
         parts = []
         for part in content:
             if not isinstance(part, dict) or "type" not in part:
                 raise ApiError(400, f"{param}.content parts must be objects with a 'type'", param=param)
-            if part["type"] in _TEXT_PARTS:
+            if part["type"] == "tool_use":  # Anthropic's: the call's input, as the client sent it
+                parts.append(orjson.dumps(part.get("input") or {}).decode())
+            elif part["type"] == "tool_result":
+                parts.append(part["content"] if isinstance(part.get("content"), str) else "")
+            elif part["type"] in _TEXT_PARTS:
                 if not isinstance(part.get("text"), str):
                     raise ApiError(400, f"{param}.content text part needs 'text'", param=param)
                 parts.append(part["text"])

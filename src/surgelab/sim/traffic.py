@@ -28,8 +28,11 @@ from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.record import State
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import Steady
+from surgelab.sim.agents import SimTask, offer_tools, tool_round
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimOutcome, SimRequest
+from surgelab.workload.agents import factory_of, plan_task
+from surgelab.workload.tools import added_history
 
 if TYPE_CHECKING:
     from surgelab.sim.simulator import Simulator
@@ -51,6 +54,9 @@ class _Context:
     history: tuple = ()
     dealt: bool = False
     """An open-loop request dealt to ``user``: the user's next waiting request follows its answer."""
+    extra: int = 0  # tool rounds sent so far (each a request of its own: record turns are turn + extra)
+    round: int = 0  # tool rounds of the turn under way
+    turn_spec: Any = None  # the turn's first request, before its tool rounds
 
 
 class _Source:
@@ -78,6 +84,7 @@ class Traffic:
         self.open_conversations = 0
         self.stopped = False  # a stop rule held: nothing more is sent
         self.end_ns = max(p.end_ns for p in self.plans)
+        self.agents = any(c.agent for p in scenario.phase_list for c in scenario.workload_of(p).classes)
 
     def planned_peak(self, start_s: float, end_s: float) -> float:
         """Highest request rate the open-loop phases plan between two run times (the forecast)."""
@@ -173,37 +180,71 @@ class Traffic:
         return self._turn(sim, ctx, sim.now)
 
     def _turn(self, sim: Simulator, ctx: _Context, intended: int) -> Iterable[Event]:
-        plan, sampler = ctx.source.plan, ctx.sampler
+        sampler = ctx.sampler
         made = None
         if ctx.turn == 0:
             user_state = ctx.conversation
             made = sampler.synthetic(ctx.index) if self.synthetic else None
             ctx.first = spec = sampler.spec(ctx.index, self.texts or (self.synthetic and made is None))
             ctx.conversation = (sampler.conversation(ctx.index), user_state)
-            if ctx.conversation[0] is not None:
+            task = plan_task(factory_of(sampler, ctx.index), ctx.index) if self.agents else None
+            if task is not None:
+                return SimTask(self, ctx, factory_of(sampler, ctx.index), spec, task, self._finished).start(sim, intended)
+            if ctx.conversation[0] is not None or spec.tools:  # a request's tool rounds make a session too
                 ctx.turn = 1
         else:
             conv = ctx.conversation[0]
             spec = sampler.next_turn(ctx.index, ctx.first, conv, ctx.turn, ctx.history)
-        meta = meta_row(plan, ctx.index, spec, intended, ctx.user, ctx.turn)
+        return self._send(sim, ctx, spec, intended, made)
+
+    def _send(self, sim: Simulator, ctx: _Context, spec: Any, intended: int, made: Any = None) -> Iterable[Event]:
+        plan = ctx.source.plan
+        if ctx.round == 0:
+            ctx.turn_spec = spec
+        meta = meta_row(plan, ctx.index, spec, intended, ctx.user, ctx.turn + ctx.extra)
         out_tokens = spec.max_tokens
-        return sim.send(
-            SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended, made)
-        )
+        req = SimRequest(str(meta.id), meta, spec, out_tokens, self.first_token_ns, self.total_ns, ctx, intended, made)
+        if spec.tools:
+            offer_tools(req, self.answer_of(ctx, ctx.turn + ctx.extra, out_tokens))
+        return sim.send(req)
 
     def done(self, sim: Simulator, req: SimRequest) -> Iterable[Event]:
         """A request ended: carry its conversation on, or let its user think and send again."""
+        if isinstance(req.context, tuple):  # a step of an agentic task
+            return req.context[0].done(sim, req)
         ctx: _Context = req.context
-        src, plan, end = ctx.source, ctx.source.plan, req.outcome.end_ns
+        plan, end = ctx.source.plan, req.outcome.end_ns
         assert end is not None  # the request has ended
-        conv, user_state = ctx.conversation
-        if conv is not None and req.outcome.state is State.OK and ctx.turn < conv.turns:
+        conv = ctx.conversation[0]
+        ok = req.outcome.state is State.OK
+        if ok and req.spec.tools:
+            answer = _answer(ctx.sampler, ctx.index, ctx.turn + ctx.extra, req.tokens)
+            factory = factory_of(ctx.sampler, ctx.index)
+            turn = ctx.turn + ctx.extra - ctx.round
+            follow = tool_round(factory, ctx.index, req, turn, ctx.round + 1, factory.cls.tools.max_rounds, answer)
+            if follow is not None:
+                if follow[1] >= plan.end_ns:
+                    return self._finished(sim, ctx, end)
+                ctx.round, ctx.extra = ctx.round + 1, ctx.extra + 1
+                return [Call(max(follow[1], sim.now), Rank.ARRIVAL, self._send, ctx, follow[0], follow[1])]
+        if conv is not None and ok and ctx.turn < conv.turns:
             intended = end + int(conv.think_s[ctx.turn - 1] * SECOND)
             if intended < plan.end_ns:
-                answer = _answer(ctx.sampler, ctx.index, ctx.turn, req.tokens)
-                ctx.history = (*ctx.history, (req.spec.prompt, answer))
+                answer = _answer(ctx.sampler, ctx.index, ctx.turn + ctx.extra, req.tokens)
+                ctx.history = (*ctx.history, *added_history(ctx.turn_spec, req.spec, answer))
                 ctx.turn += 1
+                ctx.round = 0
                 return [Call(max(intended, sim.now), Rank.ARRIVAL, self._next_turn, ctx, intended)]
+        return self._finished(sim, ctx, end)
+
+    def answer_of(self, ctx: _Context, turn: int, tokens: int) -> str:
+        """The stand-in answer of a request of ``ctx``'s conversation or task."""
+        return _answer(ctx.sampler, ctx.index, turn, tokens)
+
+    def _finished(self, sim: Simulator, ctx: _Context, end: int) -> Iterable[Event]:
+        """A conversation (or task) is over: its user sends its next request, or thinks and sends again."""
+        src = ctx.source
+        user_state = ctx.conversation[1]
         self.open_conversations -= 1
         if ctx.dealt:
             return self._user_next(sim, src, ctx.user)
@@ -220,5 +261,5 @@ class Traffic:
 
 def _answer(sampler: Any, index: int, turn: int, tokens: int) -> str:
     """Stand-in text of the answer's length for the session history (the model's words do not matter)."""
-    factory = sampler.factory(index) if hasattr(sampler, "factory") else sampler
+    factory = factory_of(sampler, index)
     return factory.text(index + 7_919 * turn, max(tokens, 1)) if hasattr(factory, "text") else ""

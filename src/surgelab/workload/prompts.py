@@ -126,7 +126,7 @@ class PromptFactory:
 
         self._draws = _Blocks([*key, 1], draw)
         # specs without text (``spec(text=False)``) by their draw: only lengths tell them apart
-        self._lean_ok = c.session is None and c.request_kind not in PAYLOAD_KINDS
+        self._lean_ok = c.session is None and c.agent is None and c.tools is None and c.request_kind not in PAYLOAD_KINDS
         self._lean: dict[tuple, RequestSpec] = {}
 
     def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
@@ -165,8 +165,9 @@ class PromptFactory:
             tier=c.tier,
             endpoint=c.endpoint,
             extra=c.sampling,
-            keep_text=c.session is not None,
+            keep_text=c.session is not None or c.agent is not None,
             kind=kind,
+            tools=tuple(c.tools.names) if c.tools is not None and c.agent is None else (),
         )
         if kind in PAYLOAD_KINDS:
             return build_kind(self, index, spec, media)
@@ -234,16 +235,17 @@ class PromptFactory:
         """Turn ``turn`` (counted from 1) of session ``index``: a new message on top of the whole history."""
         n = plan.prompt_tokens[turn - 2]
         prompt = self.text(index + turn * 1_000_003, n)
+        return replace(
+            first, prompt=prompt, prompt_tokens=self.context_tokens(n, history), max_tokens=plan.output_tokens[turn - 2],
+            history=history,
+        )  # fmt: skip
+
+    def context_tokens(self, new_tokens: int, history: tuple[tuple[str, str], ...]) -> int:
+        """Prompt tokens of a request that sends ``history`` and a new message of ``new_tokens``."""
         count = self.tokenizer.count
         history_tokens = sum(count(u.strip()) + count(a.strip()) for u, a in history)
         around = self.tokenizer.template_tokens(self.cls.request_kind, bool(self.system_prompt), len(history))
-        return replace(
-            first,
-            prompt=prompt,
-            prompt_tokens=self._system_tokens + history_tokens + n + around,
-            max_tokens=plan.output_tokens[turn - 2],
-            history=history,
-        )
+        return self._system_tokens + history_tokens + new_tokens + around
 
     def _number(self, index: int) -> int:
         """The number a prompt's unique prefix spells: its index, shifted by the run's salt."""

@@ -6,7 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RequestSpec"]
+__all__ = ["RequestSpec", "ToolResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool call of the previous answer and what the (synthetic) tool answered it."""
+
+    call_id: str
+    name: str
+    arguments: str  # the call's JSON arguments, as the model sent them
+    output: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +37,6 @@ class RequestSpec:
     steps: tuple[RequestSpec, ...] = ()  # a flow's steps, sent one after the other
     previous_response_id: str | None = None  # responses: the server holds the history under this id
     session: int = -1  # the multi-turn session it belongs to (the record's session), -1 outside one
+    tools: tuple[str, ...] = ()  # names of the synthetic tools offered (docs/agents.md)
+    tool_results: tuple[ToolResult, ...] = ()  # the previous answer's tool calls and their results, sent after the history
+    step: str = ""  # an agentic task's step (docs/agents.md)

@@ -54,6 +54,10 @@ class TraceSampler:
             keep_text=False,
         )
 
+    def factory(self, index: int):
+        """The class request ``index`` belongs to (its tools, its agent), as the scenario's workload draws it."""
+        return self.base.factory(index)
+
     def synthetic(self, index: int) -> None:
         return None  # a row's prompt is its own: hashed from its text
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from surgelab.client.kinds.text import Generation, conversation, error_words
+from surgelab.client.kinds.tool_calls import ToolCalls, messages_result_messages, offered
 from surgelab.client.transport import ProtocolError
 from surgelab.metrics.record import Outcome
 from surgelab.workload.request import RequestSpec
@@ -41,6 +44,10 @@ class Messages(Generation):
         if spec.system_prompt:
             body["system"] = spec.system_prompt
         body["messages"] = conversation(spec.history, spec.prompt)
+        if spec.tool_results:
+            body["messages"] += messages_result_messages(spec)
+        if spec.tools:
+            body["tools"] = offered(spec, "messages")
         if target.stream:
             body["stream"] = True
         if target.force_output_tokens:
@@ -48,12 +55,17 @@ class Messages(Generation):
             body["min_tokens"] = spec.max_tokens
         return body
 
-    def stream_event(self, event: dict, out: Outcome) -> tuple[str | None, bool, dict | None]:
+    def stream_event(self, event: dict, out: Outcome, calls: ToolCalls) -> tuple[str | None, bool, dict | None]:
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event["delta"]
+            if delta.get("type") == "input_json_delta":
+                calls.add(event.get("index"), arguments=delta.get("partial_json"))
+                return None, False, None
             field = _DELTA_TEXT.get(delta.get("type"))
             return (delta.get(field) if field else None), False, None
+        if kind == "content_block_start" and (event.get("content_block") or {}).get("type") == "tool_use":
+            calls.add_start(event.get("index"), {**event["content_block"], "arguments": ""})
         if kind == "message_start":
             message = event["message"]
             out.response_id = message.get("id")
@@ -67,10 +79,13 @@ class Messages(Generation):
             raise ProtocolError(f"error in stream: {error_words(event.get('error'))}")
         return None, False, None
 
-    def whole(self, body: dict, status: int, out: Outcome) -> tuple[str, dict | None]:
+    def whole(self, body: dict, status: int, out: Outcome, calls: ToolCalls) -> tuple[str, dict | None]:
         if body.get("type") == "error" or "error" in body:
             raise ProtocolError(f"error body with status {status}: {error_words(body.get('error'))}")
         out.response_id = body.get("id")
+        for index, block in enumerate(body["content"]):
+            if block.get("type") == "tool_use":
+                calls.add_start(index, {**block, "arguments": orjson.dumps(block.get("input") or {}).decode()})
         text = "".join(block["text"] for block in body["content"] if block.get("type") == "text")
         return text, body.get("usage")
 

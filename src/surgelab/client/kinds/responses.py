@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from surgelab.client.kinds.text import Generation, conversation, error_words
+from surgelab.client.kinds.tool_calls import ToolCalls, offered, responses_result_items
 from surgelab.client.transport import ProtocolError
 from surgelab.metrics.record import Outcome
 from surgelab.workload.request import RequestSpec
@@ -39,19 +40,27 @@ class Responses(Generation):
             body["instructions"] = spec.system_prompt
         if spec.previous_response_id:
             body["previous_response_id"] = spec.previous_response_id
-            body["input"] = spec.prompt
+            body["input"] = responses_result_items(spec, False) if spec.tool_results else spec.prompt
+        elif spec.tool_results:
+            body["input"] = conversation(spec.history, spec.prompt) + responses_result_items(spec, True)
         else:
             body["input"] = conversation(spec.history, spec.prompt) if spec.history else spec.prompt
+        if spec.tools:
+            body["tools"] = offered(spec, "responses")
         if target.stream:
             body["stream"] = True
         if target.force_output_tokens:
             body["ignore_eos"] = True
         return body
 
-    def stream_event(self, event: dict, out: Outcome) -> tuple[str | None, bool, dict | None]:
+    def stream_event(self, event: dict, out: Outcome, calls: ToolCalls) -> tuple[str | None, bool, dict | None]:
         kind = event.get("type")
         if kind in _TEXT_DELTAS:
             return event.get("delta"), False, None
+        if kind == "response.output_item.added" and (event.get("item") or {}).get("type") == "function_call":
+            calls.add_start(event.get("output_index"), event["item"], id_field="call_id")
+        elif kind == "response.function_call_arguments.delta":
+            calls.add(event.get("output_index"), arguments=event.get("delta"))
         if kind == "response.created":
             out.response_id = event["response"].get("id")
         if kind in _ENDS:
@@ -63,10 +72,13 @@ class Responses(Generation):
             raise ProtocolError(f"response failed: {error_words(event['response'].get('error') or {})}")
         return None, False, None
 
-    def whole(self, body: dict, status: int, out: Outcome) -> tuple[str, dict | None]:
+    def whole(self, body: dict, status: int, out: Outcome, calls: ToolCalls) -> tuple[str, dict | None]:
         if body.get("error") or body.get("status") == "failed":
             raise ProtocolError(f"error body with status {status}: {error_words(body.get('error') or {})}")
         out.response_id = body.get("id")
+        for index, item in enumerate(body.get("output") or ()):
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                calls.add_start(index, item, id_field="call_id")
         text = body.get("output_text")  # the SDKs' convenience field, where a server adds it
         if not isinstance(text, str):
             parts = [

@@ -16,6 +16,7 @@ import orjson
 from surgelab.client.hints import HEAD_BYTES, not_a_stream
 from surgelab.client.http1 import Response
 from surgelab.client.kinds.base import KindContext, json_body
+from surgelab.client.kinds.tool_calls import ToolCalls, chat_result_messages, finish, offered
 from surgelab.client.sse import SSEError, SSEParser
 from surgelab.client.transport import HttpCall, ProtocolError, read_body
 from surgelab.metrics.record import Outcome, State
@@ -42,6 +43,10 @@ class Generation:
         if self.chat:
             system = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
             body["messages"] = system + conversation(spec.history, self.user_content(spec))
+            if spec.tool_results:
+                body["messages"] += chat_result_messages(spec)
+            if spec.tools:
+                body["tools"] = offered(spec, "chat")
         else:
             turns = [text for pair in spec.history for text in pair]
             body["prompt"] = " ".join(t.strip() for t in (spec.system_prompt, *turns, spec.prompt) if t.strip())
@@ -78,6 +83,7 @@ class Generation:
         done = finished = False
         size = 0
         usage: dict = {}
+        calls = ToolCalls()
         head = b""  # the body's first bytes, while it brings no event: what it was instead
         try:
             async for chunk in resp.content.iter_any():
@@ -88,7 +94,15 @@ class Generation:
                     if payload == b"[DONE]":
                         done = True
                         continue
-                    text, ends, event_usage = self.stream_event(orjson.loads(payload), out)
+                    events, fragments = calls.events, calls.fragments
+                    text, ends, event_usage = self.stream_event(orjson.loads(payload), out, calls)
+                    if calls.events > events and out.first_tool_ns is None:
+                        out.first_tool_ns = now
+                    if calls.fragments > fragments:  # tool-call arguments are generated tokens too
+                        if out.first_token_ns is None:
+                            out.first_token_ns = now
+                            on_first()
+                        tokens.append(now)
                     if text:
                         if out.first_token_ns is None:
                             out.first_token_ns = now
@@ -110,6 +124,7 @@ class Generation:
             if pieces:
                 raise ProtocolError(f"stream ended before {self.stream_end}")
             raise ProtocolError(not_a_stream(resp.headers.get("Content-Type", ""), head))
+        finish(out, calls)
         try:
             counts = self.counts(usage)
         except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer is not a success
@@ -119,20 +134,24 @@ class Generation:
     async def _read_whole(self, resp: Response, out: Outcome) -> None:
         raw = await read_body(resp, self.ctx.target.max_response_bytes)
         out.end_ns = out.first_token_ns = self.ctx.clock()
+        calls = ToolCalls()
         try:
             body = orjson.loads(raw)
-            text, usage = self.whole(body, resp.status, out)
+            text, usage = self.whole(body, resp.status, out, calls)
             counts = self.counts(usage)
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise ProtocolError(f"invalid response body: {type(exc).__name__}: {exc}") from None
+        if calls.calls:
+            out.first_tool_ns = out.end_ns
+        finish(out, calls)
         account(self.ctx, out, counts, [text])
 
     stream_end = "[DONE] or a finish_reason"
     """What ends this kind's stream, as the error for a stream cut short says."""
 
-    def stream_event(self, event: dict, out: Outcome) -> tuple[str | None, bool, dict | None]:
+    def stream_event(self, event: dict, out: Outcome, calls: ToolCalls) -> tuple[str | None, bool, dict | None]:
         """(content text, whether the answer is finished, usage) of one streamed chunk, chat or completions;
-        what else it says of the answer (its id) goes into ``out``."""
+        what else it says of the answer (its id) goes into ``out``, its tool-call fragments into ``calls``."""
         if "error" in event and not event.get("choices"):
             raise ProtocolError(f"error in stream: {str(event['error'])[:300]}")
         choices = event.get("choices")
@@ -142,17 +161,21 @@ class Generation:
             delta = choice.get("delta")
             if delta is not None:
                 text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                if delta.get("tool_calls") is not None:
+                    calls.add_chat(delta["tool_calls"])
             else:
                 text = choice.get("text")
             reason = choice.get("finish_reason")
         return text, reason is not None, event.get("usage")
 
-    def whole(self, body: dict, status: int, out: Outcome) -> tuple[str, dict | None]:
-        """(text, usage) of a whole answer; a ProtocolError for an error body."""
+    def whole(self, body: dict, status: int, out: Outcome, calls: ToolCalls) -> tuple[str, dict | None]:
+        """(text, usage) of a whole answer, its tool calls into ``calls``; a ProtocolError for an error body."""
         if "error" in body and "choices" not in body:
             raise ProtocolError(f"error body with status {status}: {str(body['error'])[:300]}")
         choice = body["choices"][0]
         text = choice["message"].get("content") or "" if self.chat else choice.get("text") or ""
+        if self.chat and choice["message"].get("tool_calls"):
+            calls.add_chat(choice["message"]["tool_calls"])
         return text, body.get("usage")
 
     @staticmethod
