@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from surgelab.load.identity import meta_for
 from surgelab.load.phases import PhasePlan
-from surgelab.metrics.record import State
 from surgelab.runner.agents import Meta, answer_tools, run_task
 from surgelab.runner.execution import LEAD_NS, Execution
 from surgelab.units import SECOND
