@@ -57,6 +57,7 @@ class RunInfo:
     window_start_s: float | None = None  # the earliest end of a phase's warm-up
     phase_windows: dict[str, tuple[float, float]] | None = None  # per phase: (warm-up end, planned end)
     worker_losses: tuple[str, ...] = ()  # what each worker that died took with it, in words
+    client_crashes: str | None = None  # request tasks that raised inside surgelab, in words (run.json client_crashes)
     routing: dict[str, Any] | None = None  # the live router's report (run.json ``routing``)
     failover: dict[str, Any] | None = None  # a simulation's switch-overs and their bound: {"switch_overs", "bound_s"}
 
@@ -71,6 +72,7 @@ class RunInfo:
             window_start_s=data.get("window_start_s"),
             phase_windows={p["name"]: (p["warmup_end_s"], p["end_s"]) for p in data["phases"]} if "phases" in data else None,
             worker_losses=tuple(loss["reason"] for loss in data.get("worker_losses", ())),
+            client_crashes=_crashes_text(data.get("client_crashes")),
             routing=data.get("routing"),
             failover=data.get("failover"),
         )
@@ -162,8 +164,8 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     dropped = c.state == State.DROPPED.value  # at max_in_flight (the client's limit), or left with a busy user
     at_limit = int((dropped & labels(c.source, "error").startswith("max_in_flight")).sum()) if dropped.any() else 0
     validity = _validity(
-        lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario, info.worker_losses,
-        at_limit,
+        lag_stats, _late_sends(c, ~c.warmup, scenario.validity.max_lag_p99), by_state, scenario,
+        info.worker_losses + ((info.client_crashes,) if info.client_crashes else ()), at_limit,
     )
     validity["start_burst"] = start_burst(c, ~c.warmup, scenario.validity.max_lag_p99, scenario)
     if warmup_only:
@@ -456,6 +458,13 @@ def _late_sends(c: RecordColumns, rows: np.ndarray, bound_s: float) -> tuple[int
     """(sends later than ``bound_s`` after their intended time, sends) among ``rows``."""
     has_sent = rows & ~np.isnan(c.sent)
     return int(np.sum((c.sent[has_sent] - c.intended[has_sent]) > bound_s)), int(has_sent.sum())
+
+
+def _crashes_text(crashes: dict[str, Any] | None) -> str | None:
+    if not crashes:
+        return None
+    return (f"{crashes['count']} request task(s) raised inside surgelab ({crashes['first']}): the requests they "
+            "would have sent are missing from the records — a surgelab bug, the traceback is on stderr")  # fmt: skip
 
 
 def _validity(lag: dict[str, Any], late: tuple[int, int], by_state: dict[str, int], scenario: Scenario,

@@ -25,7 +25,7 @@ from surgelab.runner.feed import PartsFeed
 from surgelab.runner.interrupts import Interrupts
 from surgelab.runner.losses import WorkerLoss, account_losses
 from surgelab.runner.protocols import Observer
-from surgelab.runner.run import RunResult, finish, prepare, telemetry_scraper
+from surgelab.runner.run import RunResult, finish, note_crashes, prepare, telemetry_scraper
 from surgelab.scenario.model import Scenario
 from surgelab.units import SECOND
 
@@ -125,4 +125,5 @@ class Coordinator:
                 self.scenario, self.plans, self.run_dir, self.info, self.losses, self.workers, reason, stop_at
             )
         self._feed.poll()
+        note_crashes(self.info, [c for r in results for c in r.get("crashes", ())])
         return finish(self.scenario, self.run_dir, self.info, reason, stop_at, wall_ns, cpu)

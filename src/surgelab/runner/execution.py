@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
+import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -94,6 +96,7 @@ class Execution:
         self.observers = (*observers, self.stops)
         self.stop = _Stop()
         self.tasks: set[asyncio.Task] = set()
+        self.crashes: list[str] = []  # what a request's task raised outside ``execute`` (a surgelab bug)
         self.client: Client = connect(scenario.target, self.clock, self.tokenizer, api_key, pool_size=shard.share(pool_size))
         self.clients: dict[str, Client] = {}  # route mode: one per named target
         self.router: Router | None = None
@@ -150,7 +153,18 @@ class Execution:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._crashed)
         return task
+
+    def _crashed(self, task: asyncio.Task) -> None:
+        """A task that raised (building a prompt, the next turn, a task's step) took its requests with it:
+        kept for run.json, which makes the run invalid, and its traceback said once on stderr."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        if not self.crashes:
+            print("surgelab: a request's task raised (a bug: please report it):", file=sys.stderr)
+            traceback.print_exception(exc, file=sys.stderr)
+        self.crashes.append(f"{type(exc).__name__}: {exc}")
 
     # -- one request ----------------------------------------------------------------------------
 

@@ -77,7 +77,8 @@ class _ShardActor:
                 on_tick=lambda snap: setattr(self, "_snapshot", asdict(snap)), stop_event=self._stop, hurry_event=self._hurry,
                 on_stop=lambda reason: setattr(self, "_stopped", reason), scraper_wanted=False, store=self._held,
             )  # fmt: skip
-        return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
+        return {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start,
+                "crashes": ex.crashes}
 
     def take(self) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
         """The latest live snapshot, every record flushed since the last call, and a stop it decided."""

@@ -249,4 +249,11 @@ async def run_scenario(
         )  # fmt: skip
         if ex.router is not None:
             info["routing"] = ex.router.report()
+        note_crashes(info, ex.crashes)
         return finish(scenario, run_dir, info, ex.stop.reason, ex.stop.at_ns, ex.clock(), cpu)
+
+
+def note_crashes(info: dict[str, Any], crashes: Sequence[str]) -> None:
+    """run.json's ``client_crashes``: how many request tasks raised, and the first (the run is invalid)."""
+    if crashes:
+        info["client_crashes"] = {"count": len(crashes), "first": crashes[0]}

@@ -76,7 +76,8 @@ def _worker_main(
             stop_event=stop_event, hurry_event=hurry_event, scraper_wanted=False,
         )  # fmt: skip
         watcher.cancel()
-        done = {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start}
+        done = {"reason": ex.stop.reason, "at_ns": ex.stop.at_ns, "cpu_s": time.process_time() - cpu_start,
+                "crashes": ex.crashes}
         messages.put(("done", index, done))
 
     try:
