@@ -33,7 +33,9 @@ def broken_turns(monkeypatch):
     monkeypatch.setattr(WorkloadSampler, "next_turn", next_turn)
 
 
-def test_a_task_that_raises_makes_the_run_invalid_with_its_error(embedded, scenario_for, run, tmp_path, capfd, broken_turns):
+def test_a_task_that_raises_makes_the_run_invalid_with_its_error(
+    embedded, scenario_for, run, tmp_path, capfd, broken_turns
+):
     scenario = scenario_for(embedded, model="surgelab-tiny", load={"rate": 4, "duration": "1s"}, workload=SESSION)
     run(scenario, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -42,7 +44,9 @@ def test_a_task_that_raises_makes_the_run_invalid_with_its_error(embedded, scena
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["client_crashes"] == {"count": sessions, "first": "KeyError: 'turn 2 of session 0'"}
     validity = summary["validity"]
-    assert not validity["valid"] and validity["reasons"][0].startswith(f"{sessions} request task(s) raised inside surgelab")
+    assert not validity["valid"] and validity["reasons"][0].startswith(
+        f"{sessions} request task(s) raised inside surgelab"
+    )
     assert run_exit_code(summary["thresholds_passed"], info["stop_reason"], validity["valid"]) == 3  # never a pass
     err = capfd.readouterr().err
     assert "Traceback" in err and "KeyError: 'turn 2 of session 0'" in err and err.count("Traceback") == 1
