@@ -228,9 +228,14 @@ def test_send_timer_is_never_early_and_rarely_late(timerfd):
             timer.close()
         return sorted(lateness)
 
-    lateness = run_async(main())
-    assert len(lateness) == 40 and lateness[0] >= 0
-    assert lateness[len(lateness) // 2] < 500_000  # the median wake-up is well inside the timer's millisecond
+    medians = []
+    for _ in range(3):  # a busy second core can hold a whole round late (CI once: median 1.7 ms); a slow timer is late every time
+        lateness = run_async(main())
+        assert len(lateness) == 40 and lateness[0] >= 0  # never early, on any round
+        medians.append(lateness[len(lateness) // 2])
+        if medians[-1] < 500_000:  # the median wake-up is well inside the timer's millisecond
+            break
+    assert min(medians) < 500_000, medians
 
 
 # -- pooled connections the server has closed (issue: llama.cpp's server broke a default run) ------

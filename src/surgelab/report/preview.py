@@ -93,7 +93,7 @@ def _classes(plan) -> list[ClassPreview]:
     sampler = plan.sampler
     base = getattr(sampler, "base", sampler)  # a replay samples lengths from its trace
     count = min(_SAMPLES, len(getattr(sampler, "rows", range(_SAMPLES))))
-    specs = [sampler.spec(i, media=False) for i in range(count)]  # sizes only: no image or audio is made
+    specs = [sampler.spec(i, text=False, media=False) for i in range(count)]  # sizes only: no text, image or audio made
     result = []
     for cls in base.classes:
         mine = [s for s in specs if s.request_class == cls.name]
