@@ -46,6 +46,19 @@ def test_a_trial_stops_once_its_objective_is_lost(tmp_path):
     assert not t.passed and t.stopped_early and "lost:" in t.why
 
 
+def test_a_trial_ended_by_the_workloads_own_guard_does_not_pass(tmp_path):
+    """The simulator keeps a workload's abort guards as a run does; a trial they end early is not judged
+    on the part it ran (here the guard's P99 bound trips long before the search's own budget is spent)."""
+    guarded = {**CHAT, "slo": {"e2e": "1s"}, "guards": {"abort": {"p99_over_slo": 1.5, "window": "10s"}}}
+    (tmp_path / "chat.yaml").write_text(yaml.safe_dump(guarded))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({**SPACE, "slo": ["p99(e2e) < 60s"]}))
+    space, base = load_space(tmp_path / "space.yaml")
+    scenario = workload(space, base)
+    cand = next(c for c in space.candidates() if c.label().startswith("qwen2.5-7b 1×h100 bf16"))
+    t = trial(scenario, cand, 1, cand.deployment(), scenario.seed)  # 30 req/s on one H100: E2E past 1.5 s soon
+    assert not t.passed and t.stopped_early and t.why.startswith("aborted"), t
+
+
 def test_the_search_finds_the_cheapest_that_brute_force_finds(tmp_path):
     space, base, scenario = _space(tmp_path)
     result = search(space, base, scenario)

@@ -350,9 +350,12 @@ def trial(scenario: Scenario, candidate: Candidate, replicas: int, profile: dict
 
 
 def _stop_reason(run_dir: Path) -> str:
+    """Why the simulation ended early — the search's own early stop, or a stop rule or abort guard of
+    the workload's (the simulator keeps them as a run does): a trial that did not run its course
+    does not pass on what it saw before. Empty when it completed."""
     info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    reason = str(info.get("stop_reason", ""))
-    return reason.removeprefix("stopped: ") if reason.startswith("stopped:") else ""
+    reason = str(info.get("stop_reason", "completed"))
+    return "" if reason == "completed" else reason.removeprefix("stopped: ")
 
 
 def _observed(row: dict[str, Any]) -> str:
