@@ -37,6 +37,8 @@ class Messages(Generation):
     stream_end = "message_stop"
     auth = "x-api-key"
     headers = {"anthropic-version": ANTHROPIC_VERSION}
+    output_field = "output_tokens"
+    prompt_fields = _PROMPT_PARTS  # Anthropic's input_tokens leaves out the prompt's cached parts
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         target = self.ctx.target
@@ -88,11 +90,3 @@ class Messages(Generation):
                 calls.add_start(index, {**block, "arguments": orjson.dumps(block.get("input") or {}).decode()})
         text = "".join(block["text"] for block in body["content"] if block.get("type") == "text")
         return text, body.get("usage")
-
-    @staticmethod
-    def counts(usage: dict | None) -> tuple[int, int | None] | None:
-        if not usage or usage.get("output_tokens") is None:
-            return None
-        parts = [usage.get(name) for name in _PROMPT_PARTS]
-        prompt = None if parts[0] is None else sum(int(p) for p in parts if p is not None)
-        return int(usage["output_tokens"]), prompt

@@ -32,6 +32,8 @@ class Responses(Generation):
     name = "responses"
     path = "/responses"
     stream_end = "response.completed"
+    output_field = "output_tokens"
+    prompt_fields = ("input_tokens",)
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         target = self.ctx.target
@@ -90,10 +92,3 @@ class Responses(Generation):
             ]
             text = "".join(parts)
         return text, body.get("usage")
-
-    @staticmethod
-    def counts(usage: dict | None) -> tuple[int, int | None] | None:
-        if not usage or usage.get("output_tokens") is None:
-            return None
-        prompt = usage.get("input_tokens")
-        return int(usage["output_tokens"]), None if prompt is None else int(prompt)

@@ -33,6 +33,8 @@ class Generation:
     chat = True
     auth = "bearer"  # how the API key is sent (client/transport.py)
     headers: dict[str, str] = {}
+    output_field = "completion_tokens"  # the usage block's output count
+    prompt_fields: tuple[str, ...] = ("prompt_tokens",)  # its prompt count, or the parts that add up to it (the first always there)
 
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
@@ -178,13 +180,14 @@ class Generation:
             calls.add_chat(choice["message"]["tool_calls"])
         return text, body.get("usage")
 
-    @staticmethod
-    def counts(usage: dict | None) -> tuple[int, int | None] | None:
+    @classmethod
+    def counts(cls, usage: dict | None) -> tuple[int, int | None] | None:
         """(output tokens, prompt tokens) from a usage block; None when it has no output count."""
-        if not usage or usage.get("completion_tokens") is None:
+        if not usage or usage.get(cls.output_field) is None:
             return None
-        prompt = usage.get("prompt_tokens")
-        return int(usage["completion_tokens"]), None if prompt is None else int(prompt)
+        parts = [usage.get(name) for name in cls.prompt_fields]
+        prompt = None if parts[0] is None else sum(int(p) for p in parts if p is not None)
+        return int(usage[cls.output_field]), prompt
 
 
 class Chat(Generation):
