@@ -82,7 +82,7 @@ def _job(args: tuple) -> tuple[str, str, str, dict, float, int]:
     )
 
 
-def _error(predicted: float | None, actual: float) -> float | None:
+def error(predicted: float | None, actual: float) -> float | None:
     if predicted is None or not math.isfinite(predicted):
         return None
     return (predicted - actual) / actual * 100
@@ -154,7 +154,7 @@ def issue_case(readings: tuple[str, ...], scale: float) -> None:
         for label, profile in (("before", before_profile(run)), ("now", deployment(run).profile())):
             figures, _ = predict(run, reading, profile, scale=scale)
             cells = [
-                f"{m} {figures[(1, m)]:,.0f} ms (real {real[m]:,.0f}, {_error(figures[(1, m)], real[m]):+.0f} %)"
+                f"{m} {figures[(1, m)]:,.0f} ms (real {real[m]:,.0f}, {error(figures[(1, m)], real[m]):+.0f} %)"
                 for m in real
             ]
             print(f"  {reading:9s} {label:7s} " + ", ".join(cells))
@@ -163,6 +163,7 @@ def issue_case(readings: tuple[str, ...], scale: float) -> None:
 def write_accuracy(readings: dict[str, dict], scale: float) -> None:
     """The error bars surgelab prints: per family, each metric's median |error| of the reading that errs most."""
     families = {}
+    kept = read_accuracy()["families"]  # the held-out parts (accuracy_heldout.py) stay as they are
     runs = load_runs()
     for kind in ("dense", "moe"):
         key = kind
@@ -173,10 +174,23 @@ def write_accuracy(readings: dict[str, dict], scale: float) -> None:
             family[metric] = round(worst, 1)
             family["runs"] = readings[next(iter(readings))]["medians"]["lomo"][metric][f"n_{key}"]
         families[f"h100-{kind}"] = family
+    for key, family in kept.items():
+        if "heldout" in family:
+            families.setdefault(key, {k: family[k] for k in ("gpu", "kind")})["heldout"] = family["heldout"]
+    write_accuracy_file(families, f"the larger over the readings {', '.join(readings)} (stage length × {scale:g})")
+
+
+def read_accuracy() -> dict:
+    return yaml.safe_load(ACCURACY_FILE.read_text(encoding="utf-8"))
+
+
+def write_accuracy_file(families: dict, readings: str) -> None:
+    """``src/surgelab/engine/data/accuracy.yaml``: what ``plan``, ``simulate`` and ``memory`` print."""
     text = (
         "# Written by benchmarks/accuracy_h100.py --write-accuracy: do not edit by hand.\n"
-        f"# Median absolute error (%) on the real runs of shared/data/vllm-h100/runs.csv, each model left out of the fit,\n"
-        f"# the larger over the readings {', '.join(readings)} (stage length × {scale:g}).\n"
+        "# Median absolute error (%) on the real runs of shared/data/vllm-h100/runs.csv, each model left out of the fit,\n"
+        "# and (heldout:, benchmarks/accuracy_heldout.py --write-accuracy) on runs never fitted,\n"
+        f"# {readings}.\n"
         + yaml.safe_dump({"engine": "vLLM 0.15.1", "families": families}, sort_keys=False)
     )
     ACCURACY_FILE.write_text(text, encoding="utf-8")
@@ -210,7 +224,7 @@ def _tables(runs: list[RealRun], reading: str, results: dict) -> dict:
             for label in ("before", "lomo", "shipped"):
                 figures = results.get((run.name, reading, label))
                 value = figures.get(key) if figures else None
-                err = _error(value, actual)
+                err = error(value, actual)
                 cells.append(f"{value:7.0f} {err:+4.0f}%" if err is not None else f"{'—':>12s}")
                 if err is not None and metric in JUDGED:
                     errors.setdefault(label, {}).setdefault(metric, []).append((run.key, abs(err), dense))
@@ -218,7 +232,7 @@ def _tables(runs: list[RealRun], reading: str, results: dict) -> dict:
                         overloaded.append(run.key)
             for peer in PEERS:
                 value = run.peers.get(peer, {}).get((-1, metric))
-                err = _error(value, actual)
+                err = error(value, actual)
                 cells.append(f"{value:6.0f} {err:+4.0f}%" if err is not None else f"{'':>12s}")
                 if err is not None and metric in JUDGED:
                     errors.setdefault(peer, {}).setdefault(metric, []).append((run.key, abs(err), dense))
@@ -238,7 +252,7 @@ def _tables(runs: list[RealRun], reading: str, results: dict) -> dict:
                     "n_dense": len(dense), "n_all": len(every), "n_moe": len(moe)}  # fmt: skip
             medians.setdefault(label, {})[metric] = cell
             row.append(
-                f"{_fmt(cell['dense'])}/{_fmt(cell['all'])} ({len(dense)}/{len(every)})".rjust(18)
+                f"{fmt(cell['dense'])}/{fmt(cell['all'])} ({len(dense)}/{len(every)})".rjust(18)
                 if every
                 else f"{'':>18s}"
             )
@@ -248,7 +262,7 @@ def _tables(runs: list[RealRun], reading: str, results: dict) -> dict:
         f"{name}|{label}": figs for (name, r, label), figs in results.items() if r == reading}}  # fmt: skip
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
@@ -263,7 +277,7 @@ def _markdown(reading: str, table: dict) -> list[str]:
         row = []
         for metric in JUDGED:
             cell = cells[metric]
-            row.append("" if not cell["n_all"] else f"{_fmt(cell['dense'])} / {_fmt(cell['all'])}")
+            row.append("" if not cell["n_all"] else f"{fmt(cell['dense'])} / {fmt(cell['all'])}")
         lines.append(f"| {label} | " + " | ".join(row) + " |")
     lines += ["", "Median absolute error (%) over the runs' whole-run rows: dense runs / all runs.", ""]
     return lines

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from surgelab.engine.calibration import Efficiency
 from surgelab.scenario.loader import build_scenario
 from surgelab.sim import build_fleet, simulate
 
-__all__ = ["METRICS", "READINGS", "RealRun", "load_runs", "deployment", "predict", "DATA"]
+__all__ = ["METRICS", "READINGS", "RealRun", "load_runs", "new_run", "add_peer", "finish_runs", "deployment", "predict", "DATA"]
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vllm-h100" / "runs.csv"
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl_mean", "itl_generated")
@@ -48,6 +49,7 @@ _WORKLOADS = {
 # the "-lite" runs and their own rates (README: 3 then 6 for most, 2 then 3 for 60 and 65, 2 then 4 for 62)
 _LITE_RATES = {"general": (3, 6), "reasoning": (1,)}
 _LITE_EXCEPTIONS = {"60": (2, 3), "65": (2, 3), "62": (2, 4)}
+_GPU_NAMES = {"H100": "h100", "A100-80GB": "a100", "L40S": "l40s"}
 _STAGE_S = 600.0  # two stages of 600 s, or one of 1,200 s
 _SHARED_PROMPTS, _USERS_PER_PROMPT = (
     10,
@@ -66,6 +68,10 @@ class RealRun:
     batched_tokens: int
     workload: str
     rates: tuple[float, ...]
+    gpu: str = "h100"
+    memory_utilization: float = 0.9
+    rates_assumed: bool = False
+    """The stage rates were not published for this run (a held-out "-lite" run): the training set's usual ones."""
     actual: dict[tuple[int, str], float] = field(default_factory=dict)
     peers: dict[str, dict[tuple[int, str], float]] = field(default_factory=lambda: defaultdict(dict))
 
@@ -98,37 +104,49 @@ def load_runs(path: Path = DATA) -> list[RealRun]:
             name, workload = row["experiment"], row["workload"]
             if name.startswith("2026") and workload != "codegen":
                 continue  # the same actuals repeated under other workload labels
-            run = runs.get(name)
-            if run is None:
-                key = name.split("-")[0]
-                lite = "-lite" in name
-                rates = (
-                    _LITE_EXCEPTIONS.get(key)
-                    or (_LITE_RATES.get(workload) if lite else None)
-                    or _WORKLOADS[workload][3]
-                )
-                run = runs[name] = RealRun(
-                    name, row["model"], int(row["tp"]), row["precision"], int(row["max_num_batched_tokens"]), workload,
-                    tuple(float(r) for r in rates),
-                )  # fmt: skip
+            run = runs.get(name) or runs.setdefault(name, new_run(row))
             stage, metric = int(row["stage_index"]), row["metric"]
             run.actual[(stage, metric)] = float(row["actual"])
-            run.peers[row["simulator"]][(stage, metric)] = float(row["predicted"])
-            if metric == "itl_mean":  # a peer's ITL is its engine's, per generated token
-                run.peers[row["simulator"]][(stage, "itl_generated")] = float(row["predicted"])
-    for run in runs.values():
+            add_peer(run, row["simulator"], (stage, metric), float(row["predicted"]))
+    return finish_runs(runs.values())
+
+
+def new_run(row: dict[str, str]) -> RealRun:
+    """A run from one of its rows (``runs.csv`` or the held-out file): its deployment and its stages' rates."""
+    name = row["experiment"]
+    workload = row["workload"].removesuffix("-lite")
+    key = name.split("-")[0]
+    lite = "-lite" in name
+    rates = _LITE_EXCEPTIONS.get(key) or (_LITE_RATES.get(workload) if lite else None) or _WORKLOADS[workload][3]
+    return RealRun(
+        name, row["model"], int(row["tp"]), row["precision"], int(row["max_num_batched_tokens"]), workload,
+        tuple(float(r) for r in rates), gpu=_GPU_NAMES[row["hardware"]],
+        memory_utilization=float(row.get("gpu_mem_util") or 0.9),
+    )  # fmt: skip
+
+
+def add_peer(run: RealRun, simulator: str, row: tuple[int, str], predicted: float) -> None:
+    run.peers[simulator][row] = predicted
+    if row[1] == "itl_mean":  # a peer's ITL is its engine's, per generated token
+        run.peers[simulator][(row[0], "itl_generated")] = predicted
+
+
+def finish_runs(runs: Iterable[RealRun]) -> list[RealRun]:
+    """Add each stage's ITL per generated token, (E2E − TTFT) ÷ (output − 1), beside the file's own."""
+    for run in runs:
         output = run.lengths[2]
         for stage in {s for s, _ in run.actual}:
             e2e, ttft = run.actual[(stage, "e2e_mean")], run.actual[(stage, "ttft_mean")]
             run.actual[(stage, "itl_generated")] = (e2e - ttft) / (output - 1)
-    return list(runs.values())
+    return list(runs)
 
 
 def deployment(run: RealRun, efficiency: Efficiency | None = None) -> Deployment:
     """The run's vLLM server as surgelab's physics sees it (README: max_model_len 4096, 128 sequences)."""
     return Deployment(
-        find_model(run.model), GPUS["h100"], tp=run.tp, weights="fp8" if run.precision == "FP8" else "",
-        max_num_seqs=128, max_num_batched_tokens=run.batched_tokens, max_model_len=4096, efficiency=efficiency,
+        find_model(run.model), GPUS[run.gpu], tp=run.tp, weights="fp8" if run.precision == "FP8" else "",
+        max_num_seqs=128, max_num_batched_tokens=run.batched_tokens, max_model_len=4096,
+        gpu_memory_utilization=run.memory_utilization, efficiency=efficiency,
     )  # fmt: skip
 
 
