@@ -115,7 +115,9 @@ def _report(runs: list[RealRun], reading: str, results: dict) -> dict[tuple[str,
             actual = run.actual[(-1, metric)]
             cells = []
             for label in labels:
-                source = results.get((run.name, reading, label)) if label in ("surgelab", "before") else run.peers.get(label)
+                source = (
+                    results.get((run.name, reading, label)) if label in ("surgelab", "before") else run.peers.get(label)
+                )
                 value = (source or {}).get((-1, metric))
                 err = error(value, actual)
                 cells.append(f"{value:8.0f} {err:+4.0f}%" if err is not None else f"{'':>14s}")
