@@ -32,7 +32,7 @@ def test_a_hung_targets_checks_time_out_on_their_cadence_and_take_it_out() -> No
                    NamedTarget(name="healthy", url=healthy.base_url, model="m")]  # fmt: skip
         t0 = time.perf_counter_ns()
         router = Router(
-            targets, 0, Health(interval=0.5, timeout=0.5, failures=3), True, lambda: time.perf_counter_ns() - t0
+            targets, Health(interval=0.5, timeout=0.5, failures=3), True, lambda: time.perf_counter_ns() - t0
         )
         _checks_for(router, 2.2)
     [down] = router.events

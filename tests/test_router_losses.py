@@ -8,7 +8,7 @@ from surgelab.scenario.model import Health, NamedTarget
 
 def _router(failures: int = 2) -> Router:
     targets = [NamedTarget(name="primary", url="http://127.0.0.1:1/v1", model="m", weight=80), NamedTarget(name="backup", url="http://127.0.0.1:2/v1", model="m", weight=20)]
-    return Router(targets, seed=1, health=Health(failures=failures), failover=True, clock=lambda: 0)
+    return Router(targets, health=Health(failures=failures), failover=True, clock=lambda: 0)
 
 
 def test_the_request_that_starts_a_streak_which_takes_the_target_out_is_lost() -> None:

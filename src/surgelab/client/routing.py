@@ -1,7 +1,8 @@
 """Client-side routing between named targets: weighted, health-checked, with failover.
 
-This is how a team rehearses a dual-active plan (say 80/20) against real endpoints: each
-request's target is drawn from the weights with the run's seed; a target is taken out after
+This is how a team rehearses a dual-active plan (say 80/20) against real endpoints: requests
+are dealt to the targets by smooth weighted round robin (``load.split``, the simulator's split
+too: 80/20 is exact over every 10 requests, live and simulated alike); a target is taken out after
 ``failures`` consecutive failed checks or requests, and its share goes to the healthy ones;
 it comes back after ``recovery`` passing checks. Every switch is an event with its time, and
 the requests lost around it (failed on a target between the first failure of the streak and
@@ -26,20 +27,10 @@ import aiohttp
 
 from surgelab.client.network import request_options
 from surgelab.load.health import HealthState
+from surgelab.load.split import SmoothSplit
 from surgelab.scenario.model import Health, NamedTarget
 
 __all__ = ["Router", "RouteEvent"]
-
-_MASK = (1 << 64) - 1
-
-
-def _uniform(seed: int, index: int) -> float:
-    """A deterministic uniform draw per request (splitmix64), the same in every worker."""
-    z = (seed * 0xBF58476D1CE4E5B9 + index * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return ((z ^ (z >> 31)) >> 11) / float(1 << 53)
-
 
 @dataclass
 class RouteEvent:
@@ -66,37 +57,30 @@ class _State:
 
 
 class Router:
-    def __init__(self, targets: list[NamedTarget], seed: int, health: Health, failover: bool, clock: Callable[[], int]) -> None:
+    def __init__(self, targets: list[NamedTarget], health: Health, failover: bool, clock: Callable[[], int]) -> None:
         self.targets = {t.name: t for t in targets}
         self.names = [t.name for t in targets]
         self.weights = [t.weight for t in targets]
-        self.seed, self.health, self.failover, self.clock = seed, health, failover, clock
+        self.health, self.failover, self.clock = health, failover, clock
         self.state = {name: _State(HealthState(health.failures, health.recovery)) for name in self.names}
         self.events: list[RouteEvent] = []
-
-    def _draw(self, u: float, names: list[str]) -> str:
-        weights = [self.targets[n].weight for n in names]
-        total = sum(weights)
-        if total <= 0:
-            return names[0]
-        acc = 0.0
-        for name, weight in zip(names, weights):
-            acc += weight / total
-            if u < acc:
-                return name
-        return names[-1]
+        self._split = SmoothSplit(self.weights)  # deals requests among the targets up
+        self._meant = SmoothSplit(self.weights)  # deals them among all: whose turn it was
+        self._everyone = range(len(self.names))
 
     def pick(self, index: int) -> str:
-        u = _uniform(self.seed, index)
-        chosen = self._draw(u, self.names)
-        if self.state[chosen].up or not self.failover:
-            return chosen
-        healthy = [n for n in self.names if self.state[n].up and self.targets[n].weight > 0]
-        if not healthy:
-            return chosen  # everything is down: the request fails where it was meant to go
-        other = self._draw(u, healthy)
-        self.state[other].rerouted += 1
-        return other
+        """The target of the run's ``index``-th request (picked in order, once each)."""
+        meant = self._meant.pick(self._everyone)
+        if meant is None:
+            return self.names[0]  # no target weighs anything: the first takes it all
+        if not self.failover:
+            return self.names[meant]
+        chosen = self._split.pick([i for i, n in enumerate(self.names) if self.state[n].up])
+        if chosen is None:  # everything is down: the request fails where it was meant to go
+            return self.names[meant]
+        if chosen != meant and not self.state[self.names[meant]].up:
+            self.state[self.names[chosen]].rerouted += 1
+        return self.names[chosen]
 
     def _now(self) -> float:
         return self.clock() / 1e9

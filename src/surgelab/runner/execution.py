@@ -105,7 +105,7 @@ class Execution:
                 key = os.environ.get(target.api_key_env) if target.api_key_env else None
                 self.clients[target.name] = connect(target, self.clock, self.tokenizer, key, shard.share(pool_size))
             routing = scenario.routing
-            self.router = Router(scenario.targets, scenario.seed, routing.health, routing.failover, self.clock)
+            self.router = Router(scenario.targets, routing.health, routing.failover, self.clock)
         collector_paused()
         # One monotonic clock for every process of the run: perf_counter_ns is system-wide on Linux.
         self.t0 = time.perf_counter_ns() if t0 is None else t0

@@ -4,9 +4,8 @@ Policies (``router.policy``), over the replicas the router believes up and that 
 
 - ``round_robin``: the next one in creation order after the last pick;
 - ``least_outstanding``: the one holding fewest requests (ties: creation order);
-- ``weighted``: pools by ``weight`` with smooth weighted round robin (nginx's algorithm:
-  each pick adds every pool's weight to its credit and takes the pool with the most credit,
-  which then pays the total), least outstanding inside the pool — 80/20 is exact over any
+- ``weighted``: pools by ``weight`` with smooth weighted round robin (``load.split``, the
+  live router's split too), least outstanding inside the pool — 80/20 is exact over any
   10 picks;
 - ``failover``: the first pool (primary) while the router believes any of its replicas up,
   else the next (backup); least outstanding inside it;
@@ -26,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from surgelab.load.split import SmoothSplit
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.fleet import Router
 from surgelab.sim.replica import DOWN, READY, STOPPED, Replica
@@ -54,7 +54,7 @@ class RouterRuntime:
     def __init__(self, cfg: Router, pools: list[PoolRuntime]) -> None:
         self.cfg, self.pools = cfg, pools
         self._next = 0
-        self._credit = [0.0] * len(pools)
+        self._split = SmoothSplit([p.cfg.weight for p in pools])
         by_rtt: dict[float, list[PoolRuntime]] = {}
         for pool in pools:
             by_rtt.setdefault(pool.region.cfg.rtt if pool.region is not None else 0.0, []).append(pool)
@@ -90,14 +90,8 @@ class RouterRuntime:
 
     def _weighted(self) -> Replica | None:
         live = [i for i, p in enumerate(self.pools) if p.cfg.weight > 0 and any(r.routable() for r in p.replicas)]
-        if not live:
-            return None
-        total = sum(self.pools[i].cfg.weight for i in live)
-        for i in live:
-            self._credit[i] += self.pools[i].cfg.weight
-        best = max(live, key=lambda i: self._credit[i])
-        self._credit[best] -= total
-        return _least(self.pools[best].replicas)
+        best = self._split.pick(live)
+        return None if best is None else _least(self.pools[best].replicas)
 
 
 def health_check(sim: Simulator) -> Iterable[Event]:
