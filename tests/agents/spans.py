@@ -81,9 +81,9 @@ def fanout_trace() -> list[dict]:
         agent(t, "00f067aa0ba902b7", None, "orchestrator", 0.0, 1.0),
         chat(t, "00f067aa0ba902b8", "00f067aa0ba902b7", 0.0, 0.10, 40, 6),
         agent(t, "00f067aa0ba902b9", "00f067aa0ba902b7", "researcher", 0.12, 0.60),
-        chat(t, "00f067aa0ba902ba", "00f067aa0ba902b9", 0.13, 0.40, 30, 5),
+        chat(t, "00f067aa0ba902ba", "00f067aa0ba902b9", 0.13, 0.40, 30, 24),
         agent(t, "00f067aa0ba902bb", "00f067aa0ba902b7", "researcher", 0.12, 0.55),
-        chat(t, "00f067aa0ba902bc", "00f067aa0ba902bb", 0.14, 0.45, 32, 5),
+        chat(t, "00f067aa0ba902bc", "00f067aa0ba902bb", 0.13, 0.45, 32, 24),
         chat(t, "00f067aa0ba902bd", "00f067aa0ba902b7", 0.62, 0.90, 60, 8),
     ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -9,6 +11,7 @@ from surgelab.scenario.loader import ScenarioError, build_scenario
 
 HEAD = "target: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 1s}\n"
 STEPS = "steps: [{name: plan}, {name: merge, after: [plan]}]"
+REPLAY = Path(__file__).resolve().parents[2] / "examples" / "agent-traces.otlp.json"
 
 ERRORS = [
     ("workload: {kind: embeddings, tools: {}}", "tools applies to kind chat, responses or messages, not embeddings"),
@@ -32,6 +35,11 @@ ERRORS = [
         f"workload: {{kind: flow, flow: [{{name: a, agent: {{{STEPS}}}}}]}}",
         "flow step 'a' cannot be a flow, a session or an agent",
     ),
+    (f"workload: {{tools: {{}}, agent: {{replay: {REPLAY}}}}}", "an agent replay waits out its recorded tool calls"),
+    (f"workload: {{agent: {{replay: {REPLAY}, {STEPS}}}}}", "an agent has steps or a replay, not both"),
+    ("workload: {agent: {steps: [{name: a}], speed: 2}}", "speed applies to an agent replay, not to steps"),
+    ("workload: {agent: {steps: [{name: a}], think_time: recorded}}", "think_time: recorded applies to an agent replay"),
+    ("workload: {agent: {}}", "an agent needs steps (its DAG) or replay (recorded traces)"),
 ]
 
 

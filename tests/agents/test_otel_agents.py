@@ -42,11 +42,11 @@ def test_overlapping_children_fan_out_and_a_later_one_waits_for_both(tmp_path):
     calls = trace.calls
     assert [(c.name, c.parents, c.input_tokens, c.output_tokens) for c in calls] == [
         ("orchestrator", (), 40, 6),  # the plan
-        ("researcher", (0,), 30, 5),  # both subagents wait for the plan only: they overlap
-        ("researcher", (0,), 32, 5),
+        ("researcher", (0,), 30, 24),  # both subagents wait for the plan only: they overlap
+        ("researcher", (0,), 32, 24),
         ("orchestrator", (1, 2), 60, 8),  # the merge started after both ended
     ]
-    assert [c.think_s for c in calls] == pytest.approx([0.0, 0.03, 0.04, 0.17]), "start − last parent's end"
+    assert [c.think_s for c in calls] == pytest.approx([0.0, 0.03, 0.03, 0.17]), "start − last parent's end"
     assert [c.context for c in calls] == [(), (), (), (0,)], (
         "a subagent starts its own context; the merge has the plan's"
     )
@@ -115,3 +115,14 @@ def test_a_bad_line_of_json_lines_is_named(tmp_path):
     with pytest.raises(TraceError, match=rf"^{path}:2: span 5 \(id aa\): expected endTimeUnixNano"):
         read_agent_traces(path)
 
+
+def test_a_scenario_with_bad_spans_exits_2_with_one_line(cli, tmp_path):
+    spans = write(tmp_path / "spans.json", _broken(lambda s: _attr(s, 1, "gen_ai.usage.input_tokens", None)))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"target: {{url: 'http://127.0.0.1:9/v1', model: m}}\nload: {{rate: 1, duration: 1s}}\n"
+                        f"workload:\n  agent: {{replay: {spans}}}\n")  # fmt: skip
+    result = cli("validate", str(scenario))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert "s.yaml:4: workload.agent:" in line and "span 2 (id 53995c3f42cd8ad9" in line
+    assert "gen_ai.usage.input_tokens" in line
