@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from surgelab.scenario.loader import ScenarioError, build_scenario
+from surgelab.scenario.model import Scenario
 
 HEAD = "target: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 1s}\n"
 STEPS = "steps: [{name: plan}, {name: merge, after: [plan]}]"
@@ -59,3 +60,11 @@ def test_a_dag_expands_its_fanout_in_order():
         ("p", 0, (), 1), ("r", 0, (0,), 2), ("r", 1, (0,), 5), ("m", 0, (1, 2), 8),
     ]  # fmt: skip
     assert nodes[3].ancestors(nodes) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("agent", [STEPS, f"replay: {REPLAY}, speed: 2, tool_time: 0"], ids=["steps", "replay"])
+def test_an_agent_reads_back_as_dumped(agent):
+    """Worker processes get the scenario as ``model_dump`` wrote it: every field given, defaults included."""
+    scenario = build_scenario(yaml.safe_load(HEAD + f"workload: {{agent: {{{agent}}}}}"), source="s.yaml")
+    again = Scenario.model_validate(scenario.model_dump(mode="json", by_alias=True))
+    assert again.workload.agent == scenario.workload.agent

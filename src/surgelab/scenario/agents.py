@@ -89,9 +89,10 @@ class Agent(ScenarioModel):
             return self._replayable()
         if not self.steps:
             raise ValueError("an agent needs steps (its DAG) or replay (recorded traces)")
-        replay_only = sorted({"tool_time", "speed"} & self.model_fields_set)
-        if replay_only or self.think_time == "recorded":
-            raise ValueError(f"{', '.join(replay_only) or 'think_time: recorded'} applies to an agent replay, not to steps")
+        replay_only = [name for name, given in (("think_time: recorded", self.think_time == "recorded"),
+                       ("tool_time", self.tool_time != "recorded"), ("speed", self.speed != 1.0)) if given]  # fmt: skip
+        if replay_only:  # judged by value: a scenario dumped and read again (workers) gives every field
+            raise ValueError(f"{', '.join(replay_only)} applies to an agent replay, not to steps")
         seen: set[str] = set()
         for step in self.steps:
             if step.name in seen:
