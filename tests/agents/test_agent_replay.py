@@ -85,3 +85,11 @@ def test_the_example_simulated_gives_one_task_per_trace(tmp_path):
     assert list(block["steps"]) == ["orchestrator", "researcher", "support", "travel", "gpt-4o-mini"]
     research = max(traces, key=lambda t: t.requests)
     assert block["task_s"]["max"] > sum(c.duration_s for c in research.calls if not c.model), "its tools were waited"
+
+
+def test_a_replay_the_phase_cuts_is_not_complete(embedded, scenario_for, tmp_path):
+    """A task whose tool would end after the phase sends nothing more: it was cut short, not completed."""
+    scenario = _scenario(scenario_for, embedded, tool_trace(), tmp_path, tool_time=5)
+    block = simulate(scenario, build_fleet({"pools": [{"profile": "tiny"}]}), tmp_path).summary["agents"]["default"]
+    assert block["tasks"] == 2 and block["completed"] == 0 and block["cut_short"] == 2
+    assert block["steps"]["support"]["requests"] == 2, "each task's first call only"

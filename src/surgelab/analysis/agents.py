@@ -115,10 +115,10 @@ def _answered(agent: Any, rows, order, tasks, step, tool_calls) -> np.ndarray:
     a replayed task: whether each of its trace's model calls answered."""
     text = np.isnan(tool_calls[rows]) | (tool_calls[rows] == 0)
     n = tasks.size
-    done = np.ones(n, dtype=bool)
     if agent.replay is not None:  # a session id is its first request's: phase base + the task's index
         expected = np.array([agent.trace_of(int(session) % ID_STRIDE).requests for session in tasks], dtype=np.int64)
         return np.bincount(order, weights=text, minlength=n) >= expected
+    done = np.ones(n, dtype=bool)
     waited_for = {name for s in agent.steps for name in s.after}
     for final in (s for s in agent.steps if s.name not in waited_for):
         answers = np.zeros(n, dtype=np.int64)
