@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from surgelab.scenario.loader import ScenarioError, build_scenario
+from surgelab.scenario.model import Scenario
 
 HEAD = "target: {url: 'http://127.0.0.1:9/v1', model: m}\nload: {rate: 1, duration: 1s}\n"
 STEPS = "steps: [{name: plan}, {name: merge, after: [plan]}]"
+REPLAY = Path(__file__).resolve().parents[2] / "examples" / "agent-traces.otlp.json"
 
 ERRORS = [
     ("workload: {kind: embeddings, tools: {}}", "tools applies to kind chat, responses or messages, not embeddings"),
@@ -32,6 +36,11 @@ ERRORS = [
         f"workload: {{kind: flow, flow: [{{name: a, agent: {{{STEPS}}}}}]}}",
         "flow step 'a' cannot be a flow, a session or an agent",
     ),
+    (f"workload: {{tools: {{}}, agent: {{replay: {REPLAY}}}}}", "an agent replay waits out its recorded tool calls"),
+    (f"workload: {{agent: {{replay: {REPLAY}, {STEPS}}}}}", "an agent has steps or a replay, not both"),
+    ("workload: {agent: {steps: [{name: a}], speed: 2}}", "speed applies to an agent replay, not to steps"),
+    ("workload: {agent: {steps: [{name: a}], think_time: recorded}}", "think_time: recorded applies to an agent replay"),
+    ("workload: {agent: {}}", "an agent needs steps (its DAG) or replay (recorded traces)"),
 ]
 
 
@@ -51,3 +60,11 @@ def test_a_dag_expands_its_fanout_in_order():
         ("p", 0, (), 1), ("r", 0, (0,), 2), ("r", 1, (0,), 5), ("m", 0, (1, 2), 8),
     ]  # fmt: skip
     assert nodes[3].ancestors(nodes) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("agent", [STEPS, f"replay: {REPLAY}, speed: 2, tool_time: 0"], ids=["steps", "replay"])
+def test_an_agent_reads_back_as_dumped(agent):
+    """Worker processes get the scenario as ``model_dump`` wrote it: every field given, defaults included."""
+    scenario = build_scenario(yaml.safe_load(HEAD + f"workload: {{agent: {{{agent}}}}}"), source="s.yaml")
+    again = Scenario.model_validate(scenario.model_dump(mode="json", by_alias=True))
+    assert again.workload.agent == scenario.workload.agent

@@ -2,12 +2,13 @@
 
 A task is the records of one ``session`` id whose ``step`` is set. It is **complete** when
 none of its requests failed and every final step (one no other step waits for) has an answer
-of text from each of its copies (fan-out); its **time** runs from its first request's
-intended send to its last answer's end, the user's wait for the whole task. A task with a failed
-request has **failed**; one that neither completed nor failed was **cut short** (the phase ended
-before its next step could start). ``task_slo`` is judged on the completed and failed tasks: a
-failed one misses it. A step's **span** in a task
-runs from its first copy's intended send to its last copy's end, tool rounds included.
+of text from each of its copies (fan-out) — a replayed task: each model call of its trace has
+one; its **time** runs from its first request's intended send to its last answer's end, the
+user's wait for the whole task. A task with a failed request has **failed**; one that neither
+completed nor failed was **cut short** (the phase ended before its next step could start).
+``task_slo`` is judged on the completed and failed tasks: a failed one misses it. A step's
+**span** in a task runs from its first copy's intended send to its last copy's end, tool rounds
+included.
 Warm-up requests are left out, and so is any task that has one.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from surgelab.analysis.columns import labels, plain
 from surgelab.analysis.stats import distribution
+from surgelab.load.phases import ID_STRIDE
 from surgelab.scenario.model import Scenario
 
 __all__ = ["tools_block", "agents_block"]
@@ -69,26 +71,21 @@ def agents_block(c: Any, scenario: Scenario) -> dict[str, Any] | None:
         np.logical_or.at(warm, order, c.warmup[rows])
         keep = ~warm[order]
         rows, order = rows[keep], order[keep]
-        block = _tasks(c, cls, rows, order, tasks.size, step, tool_calls, failed, ~warm)
-        block["steps"] = {s.name: _step(c, rows, order, step == s.name, tool_calls) for s in cls.agent.steps}
+        block = _tasks(c, cls, rows, order, tasks, step, tool_calls, failed, ~warm)
+        block["steps"] = {name: _step(c, rows, order, step == name, tool_calls) for name in cls.agent.step_names()}
         out[cls.name] = block
     return out
 
 
-def _tasks(c, cls, rows, order, n, step, tool_calls, failed, counted) -> dict[str, Any]:
+def _tasks(c, cls, rows, order, tasks, step, tool_calls, failed, counted) -> dict[str, Any]:
+    n = tasks.size
     start = np.full(n, np.inf)
     end = np.full(n, -np.inf)
     np.minimum.at(start, order, c.intended[rows])
     np.maximum.at(end, order, np.nan_to_num(c.end[rows], nan=-np.inf))
     bad = np.zeros(n, dtype=bool)
     np.logical_or.at(bad, order, failed[rows])
-    complete = ~bad & counted
-    waited_for = {name for s in cls.agent.steps for name in s.after}
-    text = np.isnan(tool_calls[rows]) | (tool_calls[rows] == 0)
-    for final in (s for s in cls.agent.steps if s.name not in waited_for):
-        answers = np.zeros(n, dtype=np.int64)
-        np.add.at(answers, order, (step[rows] == final.name) & text)
-        complete &= answers >= final.fanout
+    complete = ~bad & counted & _answered(cls.agent, rows, order, tasks, step, tool_calls)
     seconds = (end - start)[complete]
     judged = int((complete | (bad & counted)).sum())  # a task the phase's end cut short is neither
     block: dict[str, Any] = {
@@ -111,6 +108,23 @@ def _tasks(c, cls, rows, order, n, step, tool_calls, failed, counted) -> dict[st
             "fraction": met / judged if judged else None,
         }
     return block
+
+
+def _answered(agent: Any, rows, order, tasks, step, tool_calls) -> np.ndarray:
+    """Per task: whether every final step (one no other step waits for) answered with text from each copy;
+    a replayed task: whether each of its trace's model calls answered."""
+    text = np.isnan(tool_calls[rows]) | (tool_calls[rows] == 0)
+    n = tasks.size
+    if agent.replay is not None:  # a session id is its first request's: phase base + the task's index
+        expected = np.array([agent.trace_of(int(session) % ID_STRIDE).requests for session in tasks], dtype=np.int64)
+        return np.bincount(order, weights=text, minlength=n) >= expected
+    done = np.ones(n, dtype=bool)
+    waited_for = {name for s in agent.steps for name in s.after}
+    for final in (s for s in agent.steps if s.name not in waited_for):
+        answers = np.zeros(n, dtype=np.int64)
+        np.add.at(answers, order, (step[rows] == final.name) & text)
+        done &= answers >= final.fanout
+    return done
 
 
 def _step(c, rows, order, of_step, tool_calls) -> dict[str, Any]:

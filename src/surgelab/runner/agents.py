@@ -2,8 +2,9 @@
 
 ``answer_tools`` sends a request and, while its answer calls tools (and rounds are left), waits the
 tools' latency and sends their results: the session's turn or the task's step goes on. ``run_task``
-runs one task's DAG: every node waits for its parents, thinks, then sends on the shared context;
-parallel nodes are in flight together. A failed request ends its branch: nothing after it is sent.
+runs one task's DAG: every node waits for its parents, thinks, then sends on the shared context (a
+recorded tool call only waits); parallel nodes are in flight together. A failed request ends its
+branch: nothing after it is sent.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from surgelab.metrics.store import RecordMeta
 from surgelab.runner.execution import LEAD_NS, Execution
 from surgelab.scenario.agents import MAX_TASK_REQUESTS
 from surgelab.units import SECOND
-from surgelab.workload.agents import TaskPlan, step_spec
+from surgelab.workload.agents import TaskPlan, history_of, step_spec
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tools import added_history, follow_up, tool_latency_s
 
@@ -76,13 +77,15 @@ async def run_task(ex: Execution, meta: Meta, factory: Any, first: RequestSpec, 
     async def node_run(node: Any) -> bool:
         if not all(await asyncio.gather(*(runs[p] for p in node.parents))):
             return False
-        at = intended
-        if node.parents:
-            at = ex.clock() + int(task.think_s[node.number] * SECOND)
-            if at >= meta.plan.end_ns or not await ex.sleep_until(at - LEAD_NS):
-                return False
-        history = tuple(pair for k in node.ancestors(task.nodes) for pair in answers[k])
-        spec = step_spec(factory, meta.index, first, task, node, history)
+        think = int(task.think_s[node.number] * SECOND)
+        at = (ex.clock() if node.parents else intended) + think
+        lead = LEAD_NS if node.sends else 0  # a request is prepared early; a wait ends on time
+        if (node.parents or think) and (at >= meta.plan.end_ns or not await ex.sleep_until(at - lead)):
+            return False
+        if not node.sends:  # a recorded tool call: its time is waited, nothing is sent
+            answers[node.number] = ()
+            return True
+        spec = step_spec(factory, meta.index, first, task, node, history_of(task, node, answers))
         out, last, _, done = await answer_tools(ex, meta, factory, spec, at, node.turn, node.rounds)
         if not done:
             return False

@@ -243,6 +243,8 @@ class RequestClass(ScenarioModel):
                 errors.append("a class is an agent or a session, not both")
             if any(step.tools for step in self.agent.steps) and self.tools is None:
                 errors.append("an agent step with tools: true needs the class's tools")
+            if self.agent.replay is not None and self.tools is not None:
+                errors.append("an agent replay waits out its recorded tool calls: give no tools beside it")
             rounds = self.tools.max_rounds if self.tools else 0
             if self.agent.requests(rounds) > MAX_TASK_REQUESTS:
                 errors.append(f"an agent task may make {self.agent.requests(rounds)} requests (steps × fanout × tool rounds); "

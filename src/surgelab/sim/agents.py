@@ -3,7 +3,7 @@
 A simulated model answers a request that offers tools with a call of the first tool (as
 ``surgelab serve`` does) and the request that brings the result with text; the result is sent
 the tool's latency after the call ended. A task's node is sent once its last parent ended and
-its think time passed; a failed request ends its branch. Ids, steps and prompts are the
+its think time passed (a recorded tool call only waits); a failed request ends its branch. Ids, steps and prompts are the
 runner's (``runner.agents``, ``workload.agents``).
 """
 
@@ -17,7 +17,7 @@ from surgelab.metrics.record import State
 from surgelab.scenario.agents import MAX_TASK_REQUESTS, Node
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimOutcome, SimRequest
-from surgelab.workload.agents import TaskPlan, step_spec
+from surgelab.workload.agents import TaskPlan, history_of, step_spec
 from surgelab.workload.request import RequestSpec
 from surgelab.workload.tools import added_history, follow_up, stand_in_calls, tool_latency_s
 
@@ -99,12 +99,27 @@ class SimTask:
         self.started: dict[int, RequestSpec] = {}  # each node's first request
 
     def start(self, sim: Any, intended: int) -> list[Event]:
-        roots = [node for node in self.plan.nodes if not node.parents]
-        return [e for node in roots for e in self._node(sim, node, intended)]
+        events: list[Event] = []
+        for node in (node for node in self.plan.nodes if not node.parents):
+            think = int(self.plan.think_s[node.number] * SECOND)
+            events.extend(self._node(sim, node, intended) if not think else self._later(sim, node, intended + think))
+        if self.open == 0:
+            events.extend(self.finish(sim, self.ctx, intended))
+        return events
+
+    def _later(self, sim: Any, node: Node, due: int) -> list[Event]:
+        """``node`` once ``due`` (nothing when the phase has ended by then)."""
+        if due >= self.ctx.source.plan.end_ns:
+            return []
+        self.open += 1
+        return [Call(max(due, sim.now), Rank.ARRIVAL, self._due, node, None, due, 0)]
 
     def _node(self, sim: Any, node: Node, intended: int) -> Iterable[Event]:
-        history = tuple(pair for k in node.ancestors(self.plan.nodes) for pair in self.answers[k])
-        spec = step_spec(self.factory, self.ctx.index, self.first, self.plan, node, history)
+        if not node.sends:  # a recorded tool call: its time (think_s) has passed, nothing is sent
+            self.answers[node.number] = ()
+            return self._ended(sim, node, intended)
+        spec = step_spec(self.factory, self.ctx.index, self.first, self.plan, node,
+                         history_of(self.plan, node, self.answers))  # fmt: skip
         self.started[node.number] = spec
         return self._send(sim, node, spec, intended, 0)
 
@@ -125,6 +140,17 @@ class SimTask:
         events = list(
             self._send(sim, node, spec, intended, made) if spec is not None else self._node(sim, node, intended)
         )
+        if self.open == 0:  # a recorded tool call that ended the task
+            events.extend(self.finish(sim, self.ctx, intended))
+        return events
+
+    def _ended(self, sim: Any, node: Node, end: int) -> list[Event]:
+        """``node`` ended at ``end``: each child whose parents have all ended is due after its think time."""
+        events: list[Event] = []
+        for child in self.children[node.number]:
+            self.waiting[child] -= 1
+            if self.waiting[child] == 0:
+                events.extend(self._later(sim, self.plan.nodes[child], end + int(self.plan.think_s[child] * SECOND)))
         return events
 
     def done(self, sim: Any, req: SimRequest) -> Iterable[Event]:
@@ -145,14 +171,7 @@ class SimTask:
                     )
             else:
                 self.answers[node.number] = added_history(self.started[node.number], req.spec, answer)
-                for child in self.children[node.number]:
-                    self.waiting[child] -= 1
-                    if self.waiting[child] == 0:
-                        child_node = self.plan.nodes[child]
-                        due = end + int(self.plan.think_s[child] * SECOND)
-                        if due < stop:
-                            self.open += 1
-                            events.append(Call(max(due, sim.now), Rank.ARRIVAL, self._due, child_node, None, due, 0))
+                events.extend(self._ended(sim, node, end))
         if self.open == 0:
             events.extend(self.finish(sim, self.ctx, end))
         return events
