@@ -2,7 +2,8 @@
 
 A package is a folder under ``src/surgelab`` (or a top-level module). These tests fail on a
 cycle between packages (function-local imports included: hiding an arrow in a function does
-not remove it), on a private name taken from another package, on a module over 600 lines,
+not remove it), on an import that goes up the layers of docs/architecture.md (or a package its
+table does not place), on a private name taken from another package, on a module over 600 lines,
 on a cycle between modules, and on a function-local import of surgelab's own code outside
 ``cli/`` (the command line imports lazily so ``surgelab --help`` stays fast) or of a
 third-party module without a comment saying why it is deferred.
@@ -11,6 +12,7 @@ third-party module without a comment saying why it is deferred.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "surgelab"
+LAYERS_DOC = SRC.parents[1] / "docs" / "architecture.md"
 MAX_LINES = 600
 
 
@@ -146,6 +149,51 @@ def test_no_cycle_between_packages():
         arrows = [f"  {a} -> {b}: {', '.join(graph[a][b][:3])}" for a in component for b in component if b in graph[a]]
         problems.append(f"cycle {' / '.join(component)}:\n" + "\n".join(arrows))
     assert not problems, "\n".join(problems)
+
+
+def _layers(doc: str) -> dict[str, tuple[int, str]]:
+    """package -> (its row, from the bottom; the row's label), read from the level table of ``doc``."""
+    table = doc.split("| level | packages |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|") for line in table.splitlines()[2:] if line.startswith("|")]
+    cells = [(i, row[1].strip(), re.findall(r"`([^`]+)`", row[2])) for i, row in enumerate(rows)]
+    return {name.rstrip("/"): (i, label) for i, label, names in cells for name in names}
+
+
+def _upward(imports: dict[Path, list[Import]], layers: dict[str, tuple[int, str]]) -> list[str]:
+    """Every import of a package from a higher level (peers of one level may use each other: the cycle test orders them)."""
+    problems = []
+    for path, found in imports.items():
+        for imp in found:
+            src, dst = _package(imp.module), _package(imp.target)
+            if not imp.target.startswith("surgelab") or not src or not dst or src == dst:
+                continue
+            if layers[dst][0] > layers[src][0]:
+                problems.append(f"{path.relative_to(SRC)}:{imp.line}: {imp.module} imports {imp.target} — "
+                                f"{src} is at level {layers[src][1]}, {dst} above it at {layers[dst][1]}")  # fmt: skip
+    return problems
+
+
+def test_imports_only_go_down_the_layers():
+    """The order docs/architecture.md gives is the one the code has: no import reaches a higher level."""
+    layers = _layers(LAYERS_DOC.read_text(encoding="utf-8"))
+    imports = _all_imports()
+    packages = {_package(_module_name(path)) for path in imports} - {""}
+    unplaced = sorted(packages - set(layers))
+    assert not unplaced, f"place these in the level table of docs/architecture.md: {', '.join(unplaced)}"
+    problems = _upward(imports, layers)
+    assert not problems, "imports that go up the layers:\n" + "\n".join(problems)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    doc = "| level | packages | what |\n|---|---|---|\n| base | `units` | x |\n| 2 | `scenario/` | y |\n\nprose"
+    layers = _layers(doc)
+    assert layers == {"units": (0, "base"), "scenario": (1, "2")}
+    down = Import("surgelab.scenario.load", "surgelab.units", ("parse_duration",), 3, False, False)
+    up = Import("surgelab.units", "surgelab.scenario.model", ("Scenario",), 7, True, False)
+    assert _upward({SRC / "scenario/load.py": [down]}, layers) == []
+    assert _upward({SRC / "units.py": [up]}, layers) == [
+        "units.py:7: surgelab.units imports surgelab.scenario.model — units is at level base, scenario above it at 2"
+    ]
 
 
 def test_no_cycle_between_modules():

@@ -1,7 +1,8 @@
 """``by_kind`` in summary.json: each request kind with the figures that fit it (docs/summary.md).
 
-TTFT, ITL and TPOT appear only for kinds that stream tokens (chat, completions, vision, responses,
-messages, with ``target.stream``); speech has its time to first audio byte instead. Every kind has E2E,
+What fits a kind is its spec's (``surgelab.kinds``). TTFT, ITL and TPOT appear only for kinds that
+stream tokens (chat, completions, vision, responses, messages, with ``target.stream``) and for a
+flow (its last step's); speech has its time to first audio byte instead. Every kind has E2E,
 requests per second, and throughput in its own unit; transcription has the real-time factor
 (processing time ÷ audio duration, below 1 is faster than real time) and speech the audio
 seconds produced per second of processing. Goodput judges each request as the whole summary
@@ -16,23 +17,12 @@ from typing import Any
 import numpy as np
 
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, ttft_values
-from surgelab.analysis.slo import STREAMING_KINDS, fitting, goodput, kinds_of, objectives
+from surgelab.analysis.slo import fitting, goodput, kinds_of, objectives
 from surgelab.analysis.stats import distribution
+from surgelab.kinds import KINDS, KindSpec
 from surgelab.scenario.model import Scenario
 
-__all__ = ["by_kind", "STREAMING_KINDS", "THROUGHPUT_UNITS"]
-
-THROUGHPUT_UNITS = {
-    # kind: (field in throughput, column it sums)
-    "embeddings": ("inputs_per_s", "input_units"),
-    "vision": ("images_per_s", "input_units"),
-    "transcription": ("audio_s_per_s", "input_units"),
-    "image_generation": ("images_per_s", "output_units"),
-    "rerank": ("documents_per_s", "input_units"),
-    "speech": ("audio_s_per_s", "output_units"),
-    "flow": ("steps_per_s", "input_units"),
-    "http": ("response_bytes_per_s", "output_units"),
-}
+__all__ = ["by_kind"]
 
 
 def by_kind(c: Any, window: Any, scenario: Scenario) -> dict[str, Any]:
@@ -69,25 +59,26 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
     ok = measured & c.outcomes.ok
     # rates count every success that ended in the window, warm-up ones included (as summary.py does)
     ok_in_window = rows & c.outcomes.ok & window.ended(c.end)
-    streams = kind in STREAMING_KINDS and scenario.target.stream
+    spec = KINDS.get(kind) or KindSpec(kind)  # a kind the registry does not know: requests and E2E alone
+    streams = spec.streams and scenario.target.stream
     throughput = {"requests_per_s": window.per_s(float(ok_in_window.sum()))}
-    if kind in THROUGHPUT_UNITS:
-        name, column = THROUGHPUT_UNITS[kind]
+    if spec.unit is not None:
+        name, column = spec.unit
         throughput[name] = window.per_s(float(np.nansum(units[column][ok_in_window])))
-    if kind in (*STREAMING_KINDS, "embeddings", "rerank", "flow"):
+    if spec.input_tokens:
         throughput["input_tokens_per_s"] = window.per_s(float(np.nansum(c.prompt[ok_in_window])))
-    if kind in (*STREAMING_KINDS, "transcription", "flow"):
+    if spec.output_tokens:
         throughput["output_tokens_per_s"] = window.per_s(float(np.nansum(c.output[ok_in_window])))
     # given-up requests count as their wait in TTFT and E2E, as everywhere in the summary (analysis.outcomes)
     latency: dict[str, Any] = {"e2e": censored_distribution(e2e_values(c, measured, c.intended))}
     service: dict[str, Any] = {"e2e": censored_distribution(e2e_values(c, measured, c.sent))}
-    if streams or kind == "flow":
+    if streams or spec.chain:  # a chain's tokens are its last step's
         latency["ttft"] = censored_distribution(ttft_values(c, measured, c.intended))
         latency["itl"] = c.itl_distribution(ok)
         sel = ok & (c.output > 1)
         latency["tpot"] = distribution((c.end[sel] - c.first_token[sel]) / (c.output[sel] - 1), 1000)
         service["ttft"] = censored_distribution(ttft_values(c, measured, c.sent))
-    if kind == "speech":
+    if "ttfa" in spec.figures:
         latency["ttfa"] = distribution(c.first_token[ok] - c.intended[ok], 1000)
         service["ttfa"] = distribution(c.first_token[ok] - c.sent[ok], 1000)
     block: dict[str, Any] = {
@@ -99,11 +90,11 @@ def _block(c: Any, rows: np.ndarray, kind: str, window: Any, scenario: Scenario,
         "service_latency_ms": service,
     }
     with np.errstate(invalid="ignore", divide="ignore"):
-        if kind == "transcription":
+        if "real_time_factor" in spec.figures:
             block["real_time_factor"] = distribution((c.end[ok] - c.sent[ok]) / units["input_units"][ok], 1)
-        if kind == "speech":
+        if "audio_s_per_s" in spec.figures:
             block["audio_s_per_s"] = distribution(units["output_units"][ok] / (c.end[ok] - c.sent[ok]), 1)
-    if kind == "flow":
+    if "steps" in spec.figures:
         block["steps"] = _step_shares(c, ok, units.steps(), scenario)
     # the rows judged as everywhere in the summary; ``slo_ms`` shows the kind's objectives (its own over the
     # scenario's, those that fit), which its requests meet unless their tier sets its own

@@ -2,9 +2,9 @@
 
 A request is judged by its tier's own objectives, then its kind's (``kinds.<kind>.slo``), then
 the scenario's ``slo`` for whatever those two leave unset — and only by the objectives that fit
-its kind: TTFT where there is a first token (chat, completions, vision, responses and messages — the whole answer when
-not streamed —, the first audio byte of speech, a flow's last step), ITL and TPOT only where
-tokens are streamed, E2E everywhere. An embedding or a rerank is never a miss for want of a
+its kind (``surgelab.kinds``): TTFT where there is a first token (chat, completions, vision, responses and
+messages — the whole answer when not streamed —, the first audio byte of speech, a flow's last step), ITL
+and TPOT only where tokens are streamed, E2E everywhere. An embedding or a rerank is never a miss for want of a
 first token. The headline, ``by_phase``, ``by_class``, ``by_tier`` and ``by_kind`` all count the
 same rows as good, so their goodputs add up.
 """
@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from surgelab.kinds import KINDS
 from surgelab.scenario.model import Scenario, Slo
 
-__all__ = ["STREAMING_KINDS", "FIRST_TOKEN_KINDS", "objectives", "fitting", "meets_slo", "kinds_of", "goodput", "slo_ms"]
+__all__ = ["objectives", "fitting", "meets_slo", "kinds_of", "goodput", "slo_ms"]
 
-STREAMING_KINDS = ("chat", "completions", "vision", "responses", "messages")
-FIRST_TOKEN_KINDS = (*STREAMING_KINDS, "speech", "flow")  # kinds whose records have a first token
 _FIELDS = ("ttft", "itl", "tpot", "e2e")
 
 
@@ -36,14 +35,11 @@ def objectives(scenario: Scenario, tier: str, kind: str) -> Slo:
 
 
 def fitting(slo: Slo, kind: str, stream: bool) -> Slo:
-    """Only the objectives that fit ``kind``: TTFT where there is a first token, ITL and TPOT where tokens stream."""
-    streams = stream and kind in STREAMING_KINDS
-    return Slo(
-        ttft=slo.ttft if kind in FIRST_TOKEN_KINDS else None,
-        itl=slo.itl if streams else None,
-        tpot=slo.tpot if streams else None,
-        e2e=slo.e2e,
-    )
+    """Only the objectives that fit ``kind`` (its spec's ``slo_fields``): TTFT where there is a first token,
+    ITL and TPOT where tokens stream; E2E alone for a kind the registry does not know."""
+    spec = KINDS.get(kind)
+    fields = spec.slo_fields(stream) if spec is not None else ("e2e",)
+    return Slo(**{name: getattr(slo, name) if name in fields else None for name in _FIELDS})
 
 
 def kinds_of(c: Any, scenario: Scenario) -> Any:

@@ -22,7 +22,7 @@ from surgelab.analysis.failover import failover_block, failover_threshold, live_
 from surgelab.analysis.kinds import by_kind
 from surgelab.analysis.network import network_block, rate_limit_block
 from surgelab.analysis.outcomes import censored_distribution, e2e_values, outcomes_of, ttft_values
-from surgelab.analysis.slo import FIRST_TOKEN_KINDS, goodput, kinds_of, meets_slo, slo_ms
+from surgelab.analysis.slo import goodput, kinds_of, meets_slo, slo_ms
 from surgelab.analysis.start_burst import start_burst
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.analysis.streams import buffered_streams, buffering_warnings
@@ -31,6 +31,7 @@ from surgelab.analysis.trend import Trend, request_trends
 from surgelab.analysis.verdict import headline
 from surgelab.analysis.window import Window
 from surgelab.conditions import Threshold
+from surgelab.kinds import KINDS
 from surgelab.load.ramp_check import ramp_warnings
 from surgelab.metrics.record import FAILED_STATES, State
 from surgelab.redact import redact_url
@@ -145,7 +146,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
     """The summary of a table of records, or of a run directory's ``records.parquet`` read column by column."""
     info = info.resolved(scenario)
     c = RecordColumns(records)
-    c.first_token_rows = kinds_of(c, scenario).isin(FIRST_TOKEN_KINDS)
+    c.first_token_rows = kinds_of(c, scenario).isin(KINDS.having("first_token"))
     warmup_only = bool(c.warmup.size) and bool(c.warmup.all())
     if warmup_only:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)

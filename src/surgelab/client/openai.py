@@ -18,6 +18,7 @@ import orjson
 from surgelab.client.kinds import Kind, KindContext, build_kinds
 from surgelab.client.retry import Retrier
 from surgelab.client.transport import Transport
+from surgelab.kinds import KINDS
 from surgelab.metrics.record import Outcome, State
 from surgelab.scenario.model import Target
 from surgelab.tokenizer import Tokenizer
@@ -60,11 +61,11 @@ class OpenAIClient:
     async def send(self, spec: RequestSpec, out: Outcome, at_ns: int | None = None) -> None:
         """Send ``spec`` (its bytes ready, then sent at ``at_ns`` if that is still ahead) into ``out``."""
         kind = self.kind_of(spec)
-        if kind == "flow":
-            await self._flow(spec, out, at_ns)
+        if KINDS[kind].chain:
+            await self._flow(spec, out, at_ns, kind)
             return
         out.kind = kind
-        out.prompt_tokens = out.intended_prompt_tokens = spec.prompt_tokens if kind != "transcription" else None
+        out.prompt_tokens = out.intended_prompt_tokens = spec.prompt_tokens if KINDS[kind].prompt_tokens else None
         out.input_units = spec.input_units
         handler = self.kinds[kind]
         call = handler.call(spec)
@@ -76,9 +77,9 @@ class OpenAIClient:
         if not spec.keep_text:
             out.text = None
 
-    async def _flow(self, spec: RequestSpec, out: Outcome, at_ns: int | None) -> None:
+    async def _flow(self, spec: RequestSpec, out: Outcome, at_ns: int | None, kind: str) -> None:
         """The steps one after another; the chain is one record, each step's time in ``step_ms``."""
-        out.kind, out.input_units, out.step_ms = "flow", float(len(spec.steps)), []
+        out.kind, out.input_units, out.step_ms = kind, float(len(spec.steps)), []
         prompt_tokens = intended = 0
         step = Outcome()
         for step_spec in spec.steps:

@@ -23,7 +23,6 @@ from surgelab.scenario.output import Output, Telemetry, TelemetrySource
 from surgelab.scenario.slo import Slo, Tier, Validity
 from surgelab.scenario.target import Backoff, Health, NamedTarget, Price, Retry, Routing, Target, Timeouts, inherited
 from surgelab.scenario.workload import (
-    KINDS,
     Audio,
     Dataset,
     Documents,
@@ -40,7 +39,7 @@ from surgelab.scenario.workload import (
 __all__ = [
     "Scenario", "Target", "Timeouts", "Load", "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Slo", "Tier",
     "Phase", "Validity", "Output", "Telemetry", "TelemetrySource", "NamedTarget", "Price", "Health", "Routing",
-    "Retry", "Backoff", "Guards", "Abort", "Arrival", "Kind", "KINDS", "KindSettings", "Images", "Audio", "Documents",
+    "Retry", "Backoff", "Guards", "Abort", "Arrival", "Kind", "KindSettings", "Images", "Audio", "Documents",
     "HttpTemplate", "GuardExceeded", "slug",
 ]  # fmt: skip
 

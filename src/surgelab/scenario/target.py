@@ -8,12 +8,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
+from surgelab.kinds import KINDS
 from surgelab.scenario.base import HeaderName, Headers, PositiveSeconds, ScenarioModel, Seconds
 from surgelab.units import parse_ratio
 
 __all__ = [
     "Timeouts", "Backoff", "Retry", "RetryOn", "Tls", "Target", "Price", "NamedTarget", "Health", "Routing", "inherited",
+    "Endpoint",
 ]  # fmt: skip
+
+# the kinds a target (or a class) may name as its endpoint
+Endpoint = Literal[KINDS.having("endpoint")]  # type: ignore[valid-type]
 
 
 class Timeouts(ScenarioModel):
@@ -100,7 +105,7 @@ class Target(ScenarioModel):
     model: str = Field(
         "", description="Model name sent in every request; when empty, the pre-flight picks the target's only model."
     )
-    endpoint: Literal["chat", "completions", "embeddings"] = Field(
+    endpoint: Endpoint = Field(
         "chat", description="/chat/completions, /completions or /embeddings."
     )
     stream: bool = Field(True, description="Stream with SSE (needed for TTFT and ITL).")

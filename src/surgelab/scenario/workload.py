@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from surgelab.files import scenario_path
+from surgelab.kinds import KINDS, KindSpec
 from surgelab.scenario.agents import MAX_TASK_REQUESTS, Agent, Tools
 from surgelab.scenario.base import Headers, ScenarioModel
 from surgelab.scenario.distributions import Distribution, TokenCount
 from surgelab.scenario.presets import LENGTHS, Preset, with_preset
 from surgelab.scenario.slo import Slo
+from surgelab.scenario.target import Endpoint
 from surgelab.traces import Trace, read_trace_cached
 
 __all__ = [
-    "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Kind", "KINDS", "Images", "Audio", "Documents",
+    "Workload", "RequestClass", "SharedPrefix", "Session", "Dataset", "Kind", "Images", "Audio", "Documents",
     "HttpTemplate", "KindSettings",
 ]  # fmt: skip
 
@@ -55,13 +57,15 @@ class Dataset(ScenarioModel):
         return read_trace_cached(self.path, self.format, tuple(sorted(self.columns.items())))
 
 
-Kind = Literal[
-    "chat", "completions", "embeddings", "vision", "transcription", "image_generation", "rerank", "speech", "flow", "http",
-    "responses", "messages",
-]  # fmt: skip
-KINDS: tuple[str, ...] = get_args(Kind)
-_TEXT_KINDS = ("chat", "completions", "responses", "messages")
-_TOOL_KINDS = ("chat", "responses", "messages")
+Kind = Literal[KINDS.names]  # type: ignore[valid-type]  # every registered kind (surgelab.kinds)
+
+
+def _kinds(names: tuple[str, ...] | list[str], last: str = "or") -> str:
+    """``a, b or c``: the kinds a field applies to."""
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+_ALL_KINDS = _kinds([f"{k.name} ({k.about})" if k.about else k.name for k in KINDS])
 
 
 class Images(ScenarioModel):
@@ -152,7 +156,7 @@ class RequestClass(ScenarioModel):
 
     name: str = Field("default", description="Reported per class in the summary.")
     weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative share of requests (e.g. from production logs).")
-    endpoint: Literal["chat", "completions", "embeddings"] | None = Field(
+    endpoint: Endpoint | None = Field(
         None, description="Overrides target.endpoint for this class (embeddings: the prompt is the input)."
     )
     preset: Preset | None = Field(
@@ -179,9 +183,7 @@ class RequestClass(ScenarioModel):
     )
     kind: Kind | None = Field(
         None,
-        description="What the request is (docs/kinds.md): chat, completions, embeddings, vision, transcription, "
-        "image_generation, rerank, speech, flow, http, responses (OpenAI Responses API) or messages (Anthropic "
-        "Messages API); default: endpoint, else target.endpoint.",
+        description=f"What the request is (docs/kinds.md): {_ALL_KINDS}; default: endpoint, else target.endpoint.",
     )
     batch_size: Distribution = Field(1, description="Embeddings: inputs per request, each prompt_tokens long.")
     images: Images | None = Field(None, description="Vision: the images sent; image_generation: count and size asked for.")
@@ -205,39 +207,38 @@ class RequestClass(ScenarioModel):
         if self.kind is not None and self.endpoint is not None and self.kind != self.endpoint:
             errors.append(f"kind {self.kind!r} and endpoint {self.endpoint!r} disagree: give one of them")
         kind = self.kind or self.endpoint
-        owners = {"images": ("vision", "image_generation"), "audio": ("transcription",), "documents": ("rerank",),
-                  "http": ("http",), "flow": ("flow",)}  # fmt: skip
-        for name, kinds in owners.items():
-            if getattr(self, name) is not None and kind not in kinds:
-                errors.append(f"{name} applies to kind {' or '.join(kinds)}, not {kind or 'the target endpoint'}")
-        if not (getattr(self.batch_size, "dist", "") == "fixed" and self.batch_size.value == 1) and kind != "embeddings":
-            errors.append(f"batch_size applies to kind embeddings, not {kind or 'the target endpoint'}")
-        if kind == "http" and self.http is None:
-            errors.append("kind http needs an http template (method, path, body) or http: {preset: kserve_v2}")
-        if kind == "flow":
-            if not self.flow:
-                errors.append("kind flow needs flow: a list of steps")
-            else:
-                names = [step.name for step in self.flow]
-                if len(set(names)) != len(names):
-                    errors.append(f"flow step names must be unique, got {names}")
-                for step in self.flow:
-                    if (step.kind or step.endpoint) == "flow" or step.session is not None or step.agent is not None:
-                        errors.append(f"flow step {step.name!r} cannot be a flow, a session or an agent")
-        if self.session is not None and kind not in (None, *_TEXT_KINDS, "vision"):
-            errors.append(f"session applies to chat, completions, vision, responses and messages, not {kind}")
-        if self.session is not None and self.session.previous_response_id and kind != "responses":
-            errors.append(f"session.previous_response_id applies to kind responses, not {kind or 'the target endpoint'}")
-        errors += self._agent_problems(kind)
+        spec = KINDS.get(kind)
+        named = kind or "the target endpoint"
+        for name in _BLOCKS:
+            if getattr(self, name) is not None and (spec is None or spec.block != name):
+                errors.append(f"{name} applies to kind {_kinds(_owners(name))}, not {named}")
+        if not (getattr(self.batch_size, "dist", "") == "fixed" and self.batch_size.value == 1) and not (spec and spec.batches):
+            errors.append(f"batch_size applies to kind {_kinds(KINDS.having('batches'))}, not {named}")
+        if spec is not None and spec.needs is not None and spec.block is not None and not getattr(self, spec.block):
+            errors.append(f"kind {kind} needs {spec.needs}")
+        if spec is not None and spec.chain and self.flow:
+            names = [step.name for step in self.flow]
+            if len(set(names)) != len(names):
+                errors.append(f"flow step names must be unique, got {names}")
+            for step in self.flow:
+                inner = KINDS.get(step.request_kind)
+                if (inner is not None and inner.chain) or step.session is not None or step.agent is not None:
+                    errors.append(f"flow step {step.name!r} cannot be a flow, a session or an agent")
+        if self.session is not None and kind is not None and not (spec and spec.sessions):
+            errors.append(f"session applies to {_kinds(KINDS.having('sessions'), 'and')}, not {kind}")
+        if self.session is not None and self.session.previous_response_id and not (spec and spec.previous_response_id):
+            errors.append(f"session.previous_response_id applies to kind {_kinds(KINDS.having('previous_response_id'))}, "
+                          f"not {named}")  # fmt: skip
+        errors += self._agent_problems(kind, spec)
         if errors:
             raise ValueError("; ".join(errors))
         return self
 
-    def _agent_problems(self, kind: str | None) -> list[str]:
+    def _agent_problems(self, kind: str | None, spec: KindSpec | None) -> list[str]:
         errors = []
         for name in ("tools", "agent"):
-            if getattr(self, name) is not None and kind not in (None, *_TOOL_KINDS):
-                errors.append(f"{name} applies to kind chat, responses or messages, not {kind}")
+            if getattr(self, name) is not None and kind is not None and not (spec and spec.tools):
+                errors.append(f"{name} applies to kind {_kinds(KINDS.having('tools'))}, not {kind}")
         if self.agent is not None:
             if self.session is not None:
                 errors.append("a class is an agent or a session, not both")
@@ -258,6 +259,11 @@ class RequestClass(ScenarioModel):
 
 
 _CLASS_FIELDS = set(RequestClass.model_fields) - {"name", "weight"}
+_BLOCKS = [name for name in RequestClass.model_fields if name in {spec.block for spec in KINDS}]  # in the schema's order
+
+
+def _owners(block: str) -> tuple[str, ...]:
+    return tuple(spec.name for spec in KINDS if spec.block == block)
 
 
 def _inherited(defaults: dict[str, Any], request_class: Any) -> Any:

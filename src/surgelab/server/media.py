@@ -1,8 +1,8 @@
 """The embedded server's non-text routes: transcription, speech, image generation and rerank.
 
-Each request is turned into engine work by ``surgelab.engine.media`` and shares the one
-engine (batch, KV cache, step time) with chat and completions, so a mixed load interferes
-as it would on one replica. Responses are shaped as OpenAI's (transcription, speech,
+Each request is turned into engine work by its kind's cost (``surgelab.kinds``: a function of
+``surgelab.engine.media``) and shares the one engine (batch, KV cache, step time) with chat and
+completions, so a mixed load interferes as it would on one replica. Responses are shaped as OpenAI's (transcription, speech,
 images) and vLLM's/Jina's (rerank) so their SDKs and clients accept them.
 """
 
@@ -25,7 +25,8 @@ import orjson
 from aiohttp import web
 
 from surgelab.engine import EngineRequest
-from surgelab.engine.media import DEFAULT_DIFFUSION_STEPS, diffusion_tokens, speech_tokens, transcription_tokens
+from surgelab.engine.media import DEFAULT_DIFFUSION_STEPS
+from surgelab.kinds import KINDS
 from surgelab.server.driver import EngineDriver, TokenStream
 from surgelab.server.protocol import ApiError
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer
@@ -124,7 +125,7 @@ class MediaRoutes:
             pass
 
     async def _transcribe(self, _request: web.Request, clip: _Clip) -> web.StreamResponse:
-        encoder, n = transcription_tokens(clip.seconds)
+        encoder, n = KINDS["transcription"].hook("cost")(clip.seconds)
         await self._finish("t", encoder, n)
         text = " ".join(VOCABULARY[i] for i in np.random.default_rng(n).integers(0, len(VOCABULARY), size=n))
         if clip.response_format == "text":
@@ -136,7 +137,7 @@ class MediaRoutes:
         return _json(body)
 
     async def _speak(self, request: web.Request, ask: _SpeechAsk) -> web.StreamResponse:
-        seconds, n = speech_tokens(ask.words, ask.speed)
+        seconds, n = KINDS["speech"].hook("cost")(ask.words, ask.speed)
         rid = f"s{self.server.next_id():x}"
         stream = self.server.submit(EngineRequest(rid, ask.words, n))
         samples = round(seconds * SPEECH_SAMPLE_RATE)
@@ -162,7 +163,7 @@ class MediaRoutes:
         return response
 
     async def _generate_images(self, _request: web.Request, ask: _ImageAsk) -> web.StreamResponse:
-        per_step = diffusion_tokens(ask.width, ask.height, ask.n)
+        per_step = KINDS["image_generation"].hook("cost")(ask.width, ask.height, ask.n)
         for _ in range(ask.steps):  # each denoising step is a full pass over the latents
             await self._finish("g", per_step + ask.prompt_tokens, 1)
         png = _png(ask.width, ask.height)

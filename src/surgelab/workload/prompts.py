@@ -17,8 +17,8 @@ import numpy as np
 
 from surgelab.scenario.model import RequestClass, Workload
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
-from surgelab.workload.kinds import PAYLOAD_KINDS
 from surgelab.workload.kinds import build as build_kind
+from surgelab.workload.kinds import has_payload
 from surgelab.workload.kinds import prepare as prepare_kind
 from surgelab.workload.request import RequestSpec
 
@@ -126,7 +126,7 @@ class PromptFactory:
 
         self._draws = _Blocks([*key, 1], draw)
         # specs without text (``spec(text=False)``) by their draw: only lengths tell them apart
-        self._lean_ok = c.session is None and c.agent is None and c.tools is None and c.request_kind not in PAYLOAD_KINDS
+        self._lean_ok = c.session is None and c.agent is None and c.tools is None and not has_payload(c.request_kind)
         self._lean: dict[tuple, RequestSpec] = {}
 
     def spec(self, index: int, text: bool = True, media: bool = True) -> RequestSpec:
@@ -169,7 +169,7 @@ class PromptFactory:
             kind=kind,
             tools=tuple(c.tools.names) if c.tools is not None and c.agent is None else (),
         )
-        if kind in PAYLOAD_KINDS:
+        if has_payload(kind):
             return build_kind(self, index, spec, media)
         if lean:
             if len(self._lean) >= _LEAN_SPECS:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from surgelab.kinds import KINDS
 from surgelab.scenario.calibration import TemplateTokens, TokenizerCalibration
 from surgelab.tokenizer import VOCABULARY, BuiltinTokenizer, Tokenizer
 
@@ -119,9 +120,8 @@ class ServerTokenizer(Tokenizer):
         return digits
 
     def template_tokens(self, kind: str | None, system: bool = False, turns: int = 0) -> int:
-        kind = kind or self.calibration.endpoint
-        if kind in ("responses", "messages"):  # the server renders them through its chat template
-            kind = "chat"
-        if kind not in ("chat", "completions"):
+        spec = KINDS.get(kind or self.calibration.endpoint)
+        template = spec.template if spec is not None else None  # responses and messages: the chat template
+        if template is None:
             return 0
-        return self.calibration.template.around(kind == "chat", system, turns)
+        return self.calibration.template.around(template == "chat", system, turns)

@@ -20,8 +20,6 @@ WAV_HEADER_BYTES = 44  # a canonical PCM WAV header
 class Transcription:
     """``/audio/transcriptions`` as multipart form data; the text's tokens are the output."""
 
-    name = "transcription"
-
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
 
@@ -55,8 +53,6 @@ class Speech:
     Asks for WAV (16-bit mono PCM); the sample rate is read from the WAV header, so any
     server's rate is measured correctly.
     """
-
-    name = "speech"
 
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx

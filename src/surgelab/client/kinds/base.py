@@ -31,12 +31,8 @@ class KindContext:
 
 
 class Kind(Protocol):
-    """One request kind: the HTTP call for a spec, and how its response fills the outcome.
-
-    ``streams`` tells the summary whether the kind has a first token and inter-token gaps.
-    """
-
-    name: str
+    """One request kind's adapter: the HTTP call for a spec, and how its response fills the outcome
+    (what else a kind is — streamed or not, its units — its spec in ``surgelab.kinds`` says)."""
 
     def call(self, spec: RequestSpec) -> HttpCall: ...
 

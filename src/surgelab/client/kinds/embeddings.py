@@ -16,8 +16,6 @@ __all__ = ["Embeddings"]
 class Embeddings:
     """Embeddings arrive whole: no first token, no output tokens; E2E is the latency."""
 
-    name = "embeddings"
-
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
 

@@ -24,8 +24,6 @@ __all__ = ["Http"]
 
 
 class Http:
-    name = "http"
-
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
         parts = urlsplit(ctx.target.base_url)

@@ -14,8 +14,6 @@ __all__ = ["ImageGeneration"]
 
 
 class ImageGeneration:
-    name = "image_generation"
-
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
 

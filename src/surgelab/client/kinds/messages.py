@@ -32,7 +32,6 @@ _PROMPT_PARTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_inpu
 
 
 class Messages(Generation):
-    name = "messages"
     path = "/messages"
     stream_end = "message_stop"
     auth = "x-api-key"

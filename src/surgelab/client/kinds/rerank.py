@@ -14,8 +14,6 @@ __all__ = ["Rerank"]
 
 
 class Rerank:
-    name = "rerank"
-
     def __init__(self, ctx: KindContext) -> None:
         self.ctx = ctx
 

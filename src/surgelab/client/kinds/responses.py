@@ -29,7 +29,6 @@ _ENDS = frozenset(("response.completed", "response.incomplete"))
 
 
 class Responses(Generation):
-    name = "responses"
     path = "/responses"
     stream_end = "response.completed"
     output_field = "output_tokens"

@@ -28,7 +28,6 @@ __all__ = ["Chat", "Completions", "Generation", "Vision", "account", "conversati
 class Generation:
     """A kind whose answer is text, streamed as SSE events or whole; OpenAI's chat by default."""
 
-    name = "chat"
     path = "/chat/completions"
     chat = True
     auth = "bearer"  # how the API key is sent (client/transport.py)
@@ -195,15 +194,12 @@ class Chat(Generation):
 
 
 class Completions(Generation):
-    name = "completions"
     path = "/completions"
     chat = False
 
 
 class Vision(Generation):
     """Chat with the spec's images as ``image_url`` parts (base64 data URLs) after the text."""
-
-    name = "vision"
 
     def user_content(self, spec: RequestSpec) -> Any:
         parts: list[dict[str, Any]] = [{"type": "text", "text": spec.prompt}]
