@@ -248,7 +248,8 @@ class KVCache:
         runs = self._runs.get(owner)
         if not runs:
             return []
-        found, at = [], 0
+        found: list[_Run] = []
+        at = 0
         while True:
             run = next((r for r in runs if r.start == at), None)
             if run is None:

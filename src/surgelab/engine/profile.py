@@ -191,7 +191,8 @@ class EngineProfile:
                 price = self.price
                 return [head, *[price(n, r, n, 0) for n, r in zip(tokens[1:], kv_tokens_read[1:])]]
             # split: a decode step is a part that depends on its sequences alone, plus its KV reads
-            per_kv, parts = self.s_per_kv_token, {}
+            per_kv = self.s_per_kv_token
+            parts: dict[int, float] = {}
             times = [head]
             for n, r in zip(tokens[1:], kv_tokens_read[1:]):
                 part = parts.get(n)

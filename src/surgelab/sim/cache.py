@@ -93,6 +93,7 @@ def memory_traded(
     lookups = cache.hits + cache.misses
     hit_rate = cache.hits / lookups if lookups else None
     kv_bytes = profile.kv_bytes_per_token if profile is not None else None
+    occupied: float | None
     if cfg.memory_gb is not None:
         basis, occupied = "configured", cfg.memory_gb * GB
     else:

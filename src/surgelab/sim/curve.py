@@ -100,7 +100,7 @@ def _admit(sim: Simulator, rep: Replica, backend: CurveBackend) -> Iterable[Even
 
 
 def _ended(sim: Simulator, rep: Replica, backend: CurveBackend, req: SimRequest, failed_at: int) -> Iterable[Event]:
-    backend.busy.discard(sim.current)  # type: ignore[arg-type]
+    backend.busy.discard(sim.current)
     backend.settle(rep, sim.now)
     backend.held -= 1
     if req.replica is not rep:

@@ -115,7 +115,7 @@ class Simulator:
                 self.now, self.current = time, event
                 processed += 1
                 # ``Call.handle``, inlined (one Python call less per event)
-                follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)  # type: ignore[attr-defined]
+                follows = event.fn(self, *event.args) if type(event) is Call else event.handle(self)
                 if follows:
                     for follow in follows:
                         push(heap, (follow.time, follow.rank, next(seq), follow))

@@ -20,10 +20,11 @@ def _round(value: float, whole: bool) -> float:
 def ladder(config: SweepConfig) -> list[float]:
     """The planned levels in increasing order (before any refinement), at most ``max_levels``."""
     whole = config.mode == "concurrency"
+    levels: list[float]
     if config.levels is not None:
         levels = sorted({_round(v, whole) for v in config.levels})
         return levels[: config.max_levels]
-    levels: list[float] = []
+    levels = []
     if config.spacing == "linear":
         n = int(math.floor((config.max - config.start) / config.step + 1e-9)) + 1
         values = [config.start + i * config.step for i in range(n)]
