@@ -20,7 +20,7 @@ from surgelab.sweep.table import print_sweep
 RUN_CHARTS = {
     "chart-load", "chart-inflight", "chart-ttft-time", "chart-e2e-time", "chart-cdf-ttft", "chart-cdf-itl",
     "chart-cdf-e2e", "chart-errors", "chart-lag", "chart-by_class", "chart-by_tier", "chart-slo",
-    "chart-telemetry", "chart-telemetry-overlay", "chart-tokens",
+    "chart-telemetry", "chart-telemetry-overlay", "chart-tokens", "chart-server-ttft", "chart-server-e2e",
 }  # fmt: skip
 
 

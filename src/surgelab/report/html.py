@@ -236,6 +236,24 @@ _REPORT_JS = r"""
       .concat(fr.map(n => slLine(label(n), TL.t, TL.series[n], { yaxis: "y2", line: { dash: "dot" } }))),
       lay("requests", Object.assign(fr.length ? { yaxis2: y2 } : {}, wide)));
   }
+  if (D.server_latency) {
+    const sl = section("The server's own latency histograms against the client's", "grid2");
+    Object.keys(D.server_latency).forEach(role => {
+      const H = D.server_latency[role], f = v => v === null ? "—" : slFmt(v, 1) + " ms";
+      const head = (role === "ttft" ? "TTFT" : "E2E") + ": the server's buckets and the client's";
+      const box = slEl("div"); sl.appendChild(box);
+      slChart(box, "chart-server-" + role, head, [
+        { name: "server (" + H.server_total.toLocaleString() + ")", x: H.buckets, y: H.server, type: "bar", marker: { color: "#2563eb" } },
+        { name: "client (" + H.client_total.toLocaleString() + ")", x: H.buckets, y: H.client, type: "bar", marker: { color: "#111827" } },
+      ], { barmode: "group", xaxis: { title: { text: "bucket" }, type: "category" }, yaxis: { title: { text: "requests" }, rangemode: "tozero" }, hovermode: "closest" });
+      const p = slEl("p", { className: "note", id: "server-" + role + "-note" },
+        H.engine + "'s " + H.metric + ": server P50 " + f(H.server_ms.p50) + ", P99 " + f(H.server_ms.p99)
+        + "; the client's " + H.client_total.toLocaleString() + " ok requests (warm-up included) in the same buckets: P50 "
+        + f(H.client_bucketed_ms.p50) + ", P99 " + f(H.client_bucketed_ms.p99) + ". "
+        + (H.note ? "Note: " + H.note + ". " : "") + "Client exact: P50 " + f(H.client_ms.p50) + ", P99 " + f(H.client_ms.p99) + ". Percentiles from buckets are read as PromQL reads them (linear inside a bucket), for both sides alike; the client's clock starts at its intended send time, the server's when its front end takes the request.");
+      box.appendChild(p);
+    });
+  }
   const X = D.extensions || {};
   if (X.sweep && X.sweep.points.length) {
     const W = X.sweep, p = W.points, need = W.min_count_p99 || 500;

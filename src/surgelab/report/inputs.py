@@ -13,6 +13,7 @@ import yaml
 
 from surgelab.metrics.rundir import REDACTED
 from surgelab.report.extensions import Unreadable, why
+from surgelab.report.server_latency import server_latency
 from surgelab.report.telemetry import telemetry_series
 from surgelab.scenario import Scenario, load_scenario
 from surgelab.scenario.loader import build_scenario
@@ -61,6 +62,16 @@ def _without_redacted(path: Path) -> tuple[Scenario, list[str]] | None:
         data = keep(yaml.safe_load(path.read_text(encoding="utf-8")), "")
         return (build_scenario(data, source=str(path), base_dir=path.parent), dropped) if dropped else None
     except Exception:  # unreadable either way: the caller says what is left out
+        return None
+
+
+def server_latency_or_problem(run_dir: Path, client_s: dict[str, Any], problems: list[str]) -> dict[str, Any] | None:
+    """``server_latency``; a telemetry.parquet that cannot be read is one sentence in ``problems``, not two."""
+    try:
+        return server_latency(run_dir, client_s)
+    except Unreadable as exc:
+        if not any(p.startswith("telemetry.parquet cannot be read") for p in problems):
+            problems.append(str(exc))
         return None
 
 

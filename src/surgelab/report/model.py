@@ -23,7 +23,7 @@ from surgelab.analysis.verdict import bound_text, run_verdict, sweep_verdict
 from surgelab.metrics.store import return_freed_memory
 from surgelab.report.extensions import extensions_for
 from surgelab.report.fleet import fleet_cards
-from surgelab.report.inputs import load_stored_scenario, telemetry_or_problem
+from surgelab.report.inputs import load_stored_scenario, server_latency_or_problem, telemetry_or_problem
 from surgelab.scenario import Scenario
 
 __all__ = ["REPORT_VERSION", "ReportData", "RunColumns", "build_report_data", "load_columns", "cdf", "has_slo"]
@@ -48,6 +48,7 @@ class ReportData:
     cdfs: dict[str, dict[str, list[float]]]
     breakdowns: dict[str, dict[str, dict[str, Any]]]
     telemetry: dict[str, Any] | None = None
+    server_latency: dict[str, Any] | None = None  # the engine's own TTFT/E2E histograms against the client's
     slo: dict[str, Any] | None = None  # the objectives (ms) and how many measured requests missed them
     simulated: bool = False  # a simulation: charted over simulated time, no target was contacted
     extensions: dict[str, Any] = field(default_factory=dict)
@@ -506,6 +507,7 @@ def build_report_data(run_dir: Path | str) -> ReportData:
         },
         breakdowns=_breakdowns(summary),
         telemetry=telemetry_or_problem(run_dir, span, problems),
+        server_latency=server_latency_or_problem(run_dir, {"ttft": c.ttft()[c.ok()], "e2e": c.e2e()[c.ok()]}, problems),
         slo=slo,
         simulated=bool(run_info.get("simulated")),
         extensions=extensions_for(run_dir, problems),
