@@ -440,6 +440,23 @@ def test_vllm_preset_names_real_metrics(scraped: Measured, closed_loop: Measured
     )
 
 
+def test_report_draws_vllms_own_ttft_histogram_beside_the_clients(scraped: Measured) -> None:
+    """The run report's server histograms (report/server_latency.py) are real vLLM's: bucket for bucket what its
+    /metrics counted over the run, and the client's TTFT sits at or right of it."""
+    from surgelab.report.model import build_report_data
+
+    ttft = build_report_data(scraped.run_dir).server_latency["ttft"]
+    assert (ttft["engine"], ttft["metric"]) == ("vllm", TTFT)
+    ok = sum(1 for r in scraped.records if r["state"] == "ok")
+    assert ttft["client_total"] == ok
+    # the run's last scrape comes after its last answer: vLLM's count of the run's requests, every one
+    # (before the scraper's final scrape: 60 of 66, the answers after the last periodic scrape missing)
+    assert ttft["server_total"] == scraped.server.ttft_count == ok
+    assert ttft["client_bucketed_ms"]["p50"] >= ttft["server_ms"]["p50"]
+    print(f"report: vLLM TTFT P50 {ttft['server_ms']['p50']} ms over {ttft['server_total']} requests; client "
+          f"{ttft['client_bucketed_ms']['p50']} ms in the same buckets, {ttft['client_ms']['p50']} ms exact")  # fmt: skip
+
+
 def test_alert_rules_name_real_metrics(scraped: Measured) -> None:
     """The vLLM names surgelab writes into alert rules and the plan's rules exist on vLLM 0.32."""
     text = json.dumps([slo_alert_rules(server=PRESETS["vllm"], knee_rps=10, e2e_p99_s=5), capacity_alert_rules(1.0, 2.0, ttft_slo_s=0.5)])

@@ -27,6 +27,7 @@ from surgelab.runner.losses import WorkerLoss, account_losses
 from surgelab.runner.protocols import Observer
 from surgelab.runner.run import RunResult, finish, note_crashes, prepare, telemetry_scraper
 from surgelab.scenario.model import Scenario
+from surgelab.telemetry.scrape import Scraper
 from surgelab.units import SECOND
 
 __all__ = ["Coordinator", "TICK_S"]
@@ -58,6 +59,7 @@ class Coordinator:
         self._stop_shards: Callable[[], None] = lambda: None
         self._hurry_shards: Callable[[], None] = lambda: None
         self._scraping: asyncio.Task | None = None
+        self._scraper: Scraper | None = None
         self._driver_cpu = time.process_time()
         self._last_tick = 0.0
 
@@ -90,8 +92,8 @@ class Coordinator:
         """The shards start sending at ``t0`` (this process's monotonic clock): the scraper starts with them."""
         self.t0 = t0
         self._driver_cpu = time.process_time()  # from the start, as the shards count theirs
-        scraper = telemetry_scraper(self.scenario, self.run_dir, self.clock)
-        self._scraping = asyncio.create_task(scraper.run()) if scraper is not None else None
+        self._scraper = telemetry_scraper(self.scenario, self.run_dir, self.clock)
+        self._scraping = asyncio.create_task(self._scraper.run()) if self._scraper is not None else None
 
     def tick(self, snapshots: Sequence[LiveSnapshot], force: bool = False) -> None:
         """At most every ``TICK_S`` (or now, ``force``: the shards' last figures): the records that
@@ -107,10 +109,9 @@ class Coordinator:
             observer.update(snapshot)
 
     async def stop_helpers(self) -> None:
-        """The shards have ended: stop scraping."""
-        if self._scraping is not None:
-            self._scraping.cancel()
-            await asyncio.gather(self._scraping, return_exceptions=True)
+        """The shards have ended: one last scrape, then stop scraping."""
+        if self._scraper is not None and self._scraping is not None:
+            await self._scraper.finish(self._scraping)
 
     def end(self, results: Sequence[dict[str, Any]], wall_ns: int, cpu: CpuWatch) -> RunResult:
         """Why and when the run stopped, from the stop and every shard's own (``reason``, ``at_ns``);

@@ -97,8 +97,8 @@ async def _execute(
         await hurry_event.wait()
         ex.hurry("stopped")
 
+    scraping = asyncio.create_task(scraper.run()) if scraper is not None else None
     helpers = [
-        *([asyncio.create_task(scraper.run())] if scraper is not None else []),
         asyncio.create_task(ex.flush_loop()),
         asyncio.create_task(watch_thresholds(ex, min(p.warmup_end_ns for p in plans))),
         *(asyncio.create_task(watch_breakpoint(ex, p)) for p in breakpoints(plans)),
@@ -116,6 +116,8 @@ async def _execute(
                         ex.request_stop(f"error in phase {plan.phase.name!r}: {type(outcome).__name__}: {outcome}")
                 await ex.drain(grace, max(p.end_ns for p in plans))
     finally:
+        if scraper is not None and scraping is not None:
+            await scraper.finish(scraping)
         for task in helpers:
             task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)

@@ -12,6 +12,7 @@ source on a target's host takes that target's ``tls`` and ``proxy``, unless it d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -110,9 +111,22 @@ class Scraper:
         self.store = store
         self.buffer = SampleBuffer()
         self._filters = {s.name: _Filter(s) for s in sources}
+        self._last_after: int | None = None  # set by ``finish``: one more scrape starting after this, then stop
+        self._wake = asyncio.Event()
+
+    async def finish(self, task: asyncio.Task[None]) -> None:
+        """The run's last answer is in: one more scrape, so the server's counters cover the whole run (they
+        missed the answers after the last periodic scrape: vLLM's TTFT histogram counted 60 of 66), then stop;
+        bounded by the slowest source's timeout, cancelled past it."""
+        self._last_after = self.clock()
+        self._wake.set()
+        done, _ = await asyncio.wait([task], timeout=max(s.timeout for s in self.sources) + 1.0 if self.sources else 1.0)
+        if not done:
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def run(self) -> None:
-        """Scrape every ``interval`` until cancelled; writes whatever it has when it stops."""
+        """Scrape every ``interval`` until cancelled or ``finish``ed; writes whatever it has when it stops."""
         timeout = aiohttp.ClientTimeout(total=None)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             scrapes = 0
@@ -120,16 +134,20 @@ class Scraper:
             flush: asyncio.Future[None] | None = None
             try:
                 while True:
+                    started = self.clock()
                     await asyncio.gather(
                         *(self._scrape(session, s) for s in self.sources),
                         *(asyncio.to_thread(sample, self.clock(), self.buffer) for sample in self.local),
                     )
                     scrapes += 1
+                    if self._last_after is not None and started >= self._last_after:
+                        break  # the scrape after the run's last answer
                     if scrapes % _FLUSH_EVERY == 0:
                         flush = asyncio.ensure_future(asyncio.to_thread(self.store.write, self.buffer.take()))
                         await asyncio.shield(flush)
                     next_at += int(self.interval * 1e9)
-                    await asyncio.sleep(max(next_at - self.clock(), 0) / 1e9)
+                    with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), max(next_at - self.clock(), 0) / 1e9)
             finally:
                 if flush is not None:  # a cancelled run ends while its thread may still write: wait for it,
                     await asyncio.wait([flush])  # or the run's merge would miss those rows
