@@ -70,6 +70,20 @@ def test_compare_command_table_html_and_json(runs, tmp_path, surgelab_cli, brows
         assert charts[chart_id]["traces"] == ["h100-a", "h100-b", "tiny"]
         assert all(p > 0 for p in charts[chart_id]["points"]), chart_id
     assert page.locator("#metrics-table tr").count() == 1 + len(model["metrics"])
+    # a chart of each difference with its interval, relative to the baseline (issue 30), one per candidate
+    for k in (1, 2):
+        shown = [m for m in model["metrics"] if m["values"][0] and m["diffs"][k - 1]["ci_low"] is not None]
+        trace = page.evaluate(f"(() => {{ const t = document.getElementById('chart-cmp-diff-{k}').data[0]; return "
+                              "{x: Array.from(t.x), y: Array.from(t.y), hi: Array.from(t.error_x.array), lo: Array.from(t.error_x.arrayminus)}; })()")  # fmt: skip
+        assert trace["y"] == [m["label"] for m in shown] and len(shown) >= 5
+        for m, x, hi, lo in zip(shown, trace["x"], trace["hi"], trace["lo"]):
+            d, base = m["diffs"][k - 1], abs(m["values"][0])
+            assert x == pytest.approx(100 * d["diff"] / base)
+            assert x + hi == pytest.approx(100 * d["ci_high"] / base) and x - lo == pytest.approx(100 * d["ci_low"] / base)
+            # the interval holds the difference, and one that includes 0 is never called better or worse
+            assert lo >= 0 and hi >= 0
+            if x - lo <= 0 <= x + hi:
+                assert d["verdict"] not in ("better", "worse"), m
     # the answer on top, one line per candidate; the table as wide as the page; the setting that differs
     overall = page.inner_text("#overall")
     assert "tiny against h100-a: BETTER" in overall and "h100-b against h100-a: no significant difference" in overall

@@ -153,6 +153,23 @@ _COMPARE_JS = r"""
   // the method, as prose: ``code``, **strong** and *emphasis* rendered, not printed as markup
   const prose = esc(D.method).replace(/``([^`]+)``/g, "<code>$1</code>").replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>").replace(/\*([^*]+)\*/g, "<em>$1</em>");
   root.appendChild(slEl("p", { className: "note", id: "method" }, "<b>Method.</b> " + prose));
+  // each difference with its interval, relative to the baseline's value: one chart per candidate, one row a metric
+  const forest = section("Each difference with its 95 % interval (relative to the baseline)");
+  D.runs.slice(1).forEach((r, k) => {
+    const rows = D.metrics.filter(m => m.values[0] && m.diffs[k].diff !== null && m.diffs[k].ci_low !== null);
+    const base = m => Math.abs(m.values[0]), d = m => m.diffs[k];
+    const colour = { "better": "#15803d", "worse": "#b91c1c", "not significant": "#6b7280", "load differed": "#b45309" };
+    slChart(forest, "chart-cmp-diff-" + (k + 1), esc(r.label) + " against " + esc(D.runs[0].label) + (r.load_differs ? " (load differed)" : ""), [{
+      name: "Δ and its 95 % interval", type: "scatter", mode: "markers",
+      x: rows.map(m => 100 * d(m).diff / base(m)), y: rows.map(m => m.label),
+      error_x: { type: "data", symmetric: false, array: rows.map(m => 100 * (d(m).ci_high - d(m).diff) / base(m)),
+                 arrayminus: rows.map(m => 100 * (d(m).diff - d(m).ci_low) / base(m)), thickness: 2 },
+      marker: { size: 9, color: rows.map(m => colour[d(m).verdict] || "#6b7280") },
+      text: rows.map(m => d(m).verdict), hovertemplate: "%{y}: %{x:.1f} % (%{text})<extra></extra>",
+    }], { xaxis: { title: { text: "difference against the baseline (%)" }, zeroline: true, zerolinewidth: 2 },
+          yaxis: { title: { text: "metric", standoff: 12 }, automargin: true, autorange: "reversed" }, height: 80 + 28 * rows.length,
+          margin: { l: 20, r: 20, t: 40, b: 60 }, showlegend: false, hovermode: "closest" });
+  });
   const labels = D.runs.map(r => r.label);
   const cdf = section("Distributions (overlaid CDFs)", "grid3");
   [["ttft_ms", "TTFT"], ["itl_ms", "Inter-token latency"], ["e2e_ms", "E2E"]].forEach(([k, name]) =>
