@@ -69,6 +69,7 @@ def test_public_names_are_pinned():
             "model_names",
             "prefix_block_hashes",
             "sequences_that_fit",
+            "step_batch",
             "profile_names",
         ]
     )

@@ -7,6 +7,7 @@ lets that time pass, in wall time (``surgelab serve``) or virtual time (the simu
 """
 
 from surgelab.engine.architecture import Architecture, ArchitectureError
+from surgelab.engine.batches import step_batch
 from surgelab.engine.calibration import Efficiency
 from surgelab.engine.catalogue import find_model, model_names
 from surgelab.engine.core import Engine, RequestRejected
@@ -36,4 +37,5 @@ __all__ = [
     "prefix_block_hashes",
     "profile_names",
     "sequences_that_fit",
+    "step_batch",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from surgelab.engine import Engine, EngineRequest, StepResult
+from surgelab.engine import Engine, EngineRequest, StepResult, step_batch
 
 __all__ = ["EngineDriver", "TokenStream"]
 
@@ -99,7 +99,8 @@ class EngineDriver:
                 await self._wake.wait()
                 deadline = loop.time()
                 continue
-            results, deadline = self._step_batch(loop.time, deadline)
+            results, spent = step_batch(self.engine, self._coalesce_s, ahead_s=deadline - loop.time(), clock=loop.time)
+            deadline += spent
             if not results:  # defensive: nothing could be scheduled, wait for a change
                 self._wake.clear()
                 await self._wake.wait()
@@ -115,25 +116,6 @@ class EngineDriver:
             for result in results:
                 self._deliver(result)
         await asyncio.Event().wait()  # frozen: hold every stream open, forever
-
-    def _step_batch(self, clock: Callable[[], float], deadline: float) -> tuple[list[StepResult], float]:
-        """Steps until their time is worth a timer, or stepping has used ``coalesce_s`` of CPU.
-
-        Tokens of coalesced steps are delivered together, so a near-zero profile costs one
-        write per request per batch instead of one per token.
-        """
-        results: list[StepResult] = []
-        cpu_limit = clock() + self._coalesce_s
-        while self.engine.has_work:
-            result = self.engine.step()
-            if result.idle:
-                break
-            results.append(result)
-            deadline += result.duration
-            now = clock()
-            if deadline - now >= self._coalesce_s or now >= cpu_limit:
-                break
-        return results, deadline
 
     def _deliver(self, result: StepResult) -> None:
         streams = self._streams

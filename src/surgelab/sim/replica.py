@@ -5,7 +5,7 @@
 moment it arrives; an idle engine starts a step at once; ``step()`` is called at the *start*
 of a step (its batch is decided then) and its tokens are delivered at the end; steps shorter
 than ``coalesce`` are run back to back and their tokens delivered together at the end of
-the batch, as the server's coalescing does; then the next batch starts immediately. A
+the batch, by the server's own coalescing rule (``engine.step_batch``); then the next batch starts immediately. A
 request still waiting for its first token when its client's ``first_token`` timeout passes
 is aborted at the next step boundary, as the server aborts a request whose client left.
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from surgelab.engine import Engine, EngineProfile, EngineRequest
+from surgelab.engine import Engine, EngineProfile, EngineRequest, step_batch
 from surgelab.load.health import HealthState
 from surgelab.metrics.record import State
 from surgelab.sim.events import Call, Event, Rank
@@ -168,15 +168,7 @@ class EngineBackend:
         self.deadlines = []
 
     def _start(self, rep: Replica, now: int) -> Iterable[Event]:
-        engine, results, total = self.engine, [], 0.0
-        while engine.has_work:
-            result = engine.step()
-            if result.idle:
-                break
-            results.append(result)
-            total += result.duration
-            if total >= self.coalesce:
-                break
+        results, total = step_batch(self.engine, self.coalesce)
         if not results:
             self.pending = None
             return ()
