@@ -92,11 +92,12 @@ def _blocks(lines: list[str]) -> list[Block]:
 
 def split_commands(body: str) -> list[str]:
     """The block's commands: lines joined across ``\\`` and across an open quote; comments and blanks dropped."""
-    commands, pending = [], ""
+    commands, pending, glue = [], "", "\n"
     for line in body.splitlines():
-        pending = f"{pending}\n{line}" if pending else line
-        if pending.endswith("\\"):
-            pending = pending[:-1]
+        pending = f"{pending}{glue}{line}" if pending else line
+        glue = " " if pending.endswith("\\") else "\n"
+        if glue == " ":
+            pending = pending[:-1].rstrip()
             continue
         try:
             words = shlex.split(pending, comments=True)
