@@ -14,6 +14,8 @@ when the page is rendered), whose body is YAML:
     columns: 100                      # the terminal's width (COLUMNS) the output was printed at
     commands: [2]                     # only these of the block's commands (1-based); default all
     slow: 5 min of CPU                # skipped unless SURGELAB_DOC_CHECK=all
+    continues: true                   # runs where the check before it in the doc ran, after it
+    shell: true                       # the whole block in bash (files written with cat <<EOF, echo >)
     -->
 
 The test runs the block's commands in a scratch directory that sees the repository's
@@ -61,10 +63,15 @@ class Check:
     section: str
     output: str | None = None  # the fenced block after the commands, when the spec asks for it
     skip: str | None = None
+    after: Check | None = None  # with ``continues: true``, the check whose directory this one goes on in
 
     @property
     def id(self) -> str:
         return f"{self.doc.relative_to(ROOT)}:{self.line}"
+
+    def chain(self) -> list[Check]:
+        """The checks whose commands run before this one's, first first, and this one."""
+        return ([] if self.after is None else self.after.chain()) + [self]
 
 
 @dataclass
@@ -165,7 +172,11 @@ def find_checks(doc: Path) -> tuple[list[Check], list[str]]:
         picked = [int(n) for n in spec.get("commands", [])]
         if picked:
             commands = [commands[n - 1] for n in picked]
-        checks.append(Check(doc, start + 1, spec, commands, section, output))
+        if spec.get("shell") == "true":
+            commands = [block.body]
+        runnable = [c for c in checks if c.skip is None]
+        after = runnable[-1] if spec.get("continues") == "true" and runnable else None
+        checks.append(Check(doc, start + 1, spec, commands, section, output, after=after))
     return checks, bare
 
 
@@ -277,6 +288,12 @@ def _output_problems(check: Check, printed: str) -> list[str]:
 # --- running -----------------------------------------------------------------------------------------------
 
 
+def _subprocess(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    env = {**os.environ, **env, "PYTHONPATH": str(ROOT / "src"), "PY": sys.executable}
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
 def run_commands(check: Check, cwd: Path) -> str:
     """Run the block's commands in ``cwd``; their output, stdout and stderr, in order."""
     from typer.testing import CliRunner
@@ -284,6 +301,11 @@ def run_commands(check: Check, cwd: Path) -> str:
     from surgelab.cli import app
 
     columns = check.spec.get("columns", "100")
+    if check.spec.get("shell") == "true":
+        script = 'set -e\nsurgelab() { "$PY" -m surgelab "$@"; }\n' + "\n".join(check.commands)
+        status, out = _subprocess(["bash", "-c", script], cwd, {"COLUMNS": columns})
+        assert status == int(check.spec.get("exit", "0")), f"{check.id}: exit {status}\n{out}"
+        return out
     printed = []
     for command in check.commands:
         env, words = _program(shlex.split(command, comments=True))
@@ -294,15 +316,7 @@ def run_commands(check: Check, cwd: Path) -> str:
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 raise result.exception
         elif words[0] == "python":
-            done = subprocess.run(
-                [sys.executable, *words[1:]],
-                cwd=cwd,
-                env={**os.environ, **env, "PYTHONPATH": str(ROOT / "src")},
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            status, out = done.returncode, done.stdout + done.stderr
+            status, out = _subprocess([sys.executable, *words[1:]], cwd, env)
         else:
             raise AssertionError(f"{check.id}: only surgelab and python commands run here: {command}")
         assert status == int(check.spec.get("exit", "0")), f"{check.id}: {command}\nexit {status}\n{out}"
@@ -310,16 +324,34 @@ def run_commands(check: Check, cwd: Path) -> str:
     return "\n".join(printed)
 
 
+def test_every_block_of_offline_commands_is_checked_or_says_why_not() -> None:
+    bare = [b for _, found in ALL for b in found]
+    assert not bare, "add <!-- doc-check … --> (or '<!-- doc-check: skip — why -->') before: " + ", ".join(bare)
+
+
+SCRATCH: dict[str, tuple[Path, set[str]]] = {}  # per chain of continued checks: its directory, the checks run there
+
+
 @pytest.mark.parametrize("check", CHECKS, ids=[c.id for c in CHECKS])
 def test_the_docs_figures_are_what_their_commands_give(
-    check: Check, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    check: Check, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if "slow" in check.spec and os.environ.get(SLOW_ENV) != "all":
-        pytest.skip(f"slow ({check.spec['slow']}): {SLOW_ENV}=all runs it")
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    monkeypatch.chdir(tmp_path)
-    printed = run_commands(check, tmp_path)
-    problems = _figure_problems(check, tmp_path)
+    chain = check.chain()
+    slow = [c.spec["slow"] for c in chain if "slow" in c.spec]
+    if slow and os.environ.get(SLOW_ENV) != "all":
+        pytest.skip(f"slow ({'; '.join(slow)}): {SLOW_ENV}=all runs it")
+    cwd, done = SCRATCH.get(chain[0].id, (None, set()))
+    if cwd is None or any(c.id not in done for c in chain[:-1]):  # run alone: the earlier blocks first
+        cwd, done = tmp_path_factory.mktemp("doc"), set()
+        (cwd / "examples").symlink_to(ROOT / "examples")
+        monkeypatch.chdir(cwd)
+        for earlier in chain[:-1]:
+            run_commands(earlier, cwd)
+            done.add(earlier.id)
+    monkeypatch.chdir(cwd)
+    printed = run_commands(check, cwd)
+    SCRATCH[chain[0].id] = (cwd, done | {check.id})
+    problems = _figure_problems(check, cwd)
     if check.output is not None:
         problems += _output_problems(check, printed)
     assert not problems, f"{check.id}:\n  " + "\n  ".join(problems)
