@@ -188,7 +188,7 @@ _JS = r"""
     state.stop_requested = d.stop_requested || state.stop_requested || null;
     stopper.disabled = !d.stoppable || state.stop_requested !== null;
     if (state.stop_requested) { stopper.textContent = d.finished ? "Stopped" : "Stopping…"; }
-    if (d.finished && !state.stop_requested) stopper.style.display = "none";
+    if (d.finished && !state.stop_requested) stopper.parentElement.style.display = "none";  // nothing was stopped: no control left
   }
   stopper.addEventListener("click", async () => {
     if (stopper.disabled || !confirm("Stop the run now? Requests in flight may finish within the grace; the report is written.")) return;
