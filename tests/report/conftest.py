@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,29 @@ def make_run(tmp: Path, server: ServerProcess, name: str, *extra: str, **kw) -> 
     result = surgelab("run", str(scenario), "--out", str(out), "-q", *extra)
     assert result.returncode == 0, result.stdout + result.stderr
     return out
+
+
+def read_dashboard_url(process: subprocess.Popen, timeout: float = 20.0) -> str:
+    """The URL ``surgelab run --dashboard`` prints first (read on a thread: a bounded wait)."""
+    found: list[str] = []
+
+    def reader() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            if line.startswith("dashboard: "):
+                found.append(line.split(" ", 1)[1].strip())
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert found, "no dashboard URL printed"
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def dashboard_url():
+    """``dashboard_url(process)``: the dashboard's URL as a ``surgelab run --dashboard`` child printed it."""
+    return read_dashboard_url
 
 
 @pytest.fixture(scope="session")

@@ -20,23 +20,6 @@ from surgelab.runner import run_scenario
 from surgelab.scenario import load_scenario
 
 
-def _read_url(process: subprocess.Popen, timeout: float = 20.0) -> str:
-    """The URL ``surgelab run --dashboard`` prints first (read on a thread: bounded wait)."""
-    found: list[str] = []
-
-    def reader() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            if line.startswith("dashboard: "):
-                found.append(line.split(" ", 1)[1].strip())
-                return
-
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert found, "no dashboard URL printed"
-    return found[0]
-
-
 def _get(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -45,7 +28,7 @@ def _get(url: str) -> int:
         return exc.code
 
 
-def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, tmp_path, scenario_maker, narrow):
+def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, tmp_path, scenario_maker, narrow, dashboard_url):
     scenario = scenario_maker(tmp_path / "live.yaml", tiny_server.base_url, rate=20, duration="9s", warmup="0.5s")
     out = tmp_path / "live"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -58,7 +41,7 @@ def test_live_dashboard_in_a_real_browser(tiny_server, browser, screenshot_dir, 
     context = browser()  # started before the run: only the page itself comes late
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        url = _read_url(process)
+        url = dashboard_url(process)
         assert url.startswith("http://127.0.0.1:") and url.endswith("/?token=t0ken")
         base = url.split("?")[0]
         assert _get(base) == 403 and _get(base + "api/state") == 403

@@ -2,10 +2,13 @@
 
 Plotly comes from the dashboard itself (``/plotly.min.js``), never from a CDN. The page keeps
 ``window.SURGELAB_DASH`` (last sequence number, entries received, the latest entry, polls)
-for tests and for anybody poking at it from the console.
+for tests and for anybody poking at it from the console. Its stop button carries the run's stop
+token (``data-token``): a ``POST api/stop`` with it, after a confirmation, stops the run as Ctrl-C.
 """
 
 from __future__ import annotations
+
+from html import escape
 
 from surgelab.report.html import page
 
@@ -27,6 +30,10 @@ _CSS = """
 #progress-text { font-size:13px; color:#334155; margin-top:4px; }
 #verdict { display:none; margin-top:12px; } #verdict.done { display:block; }
 .card.bad { border-color:#fca5a5; background:#fef2f2; }
+.controls { display:flex; gap:12px; align-items:center; margin-top:10px; flex-wrap:wrap; }
+#stop-run { font:inherit; font-weight:600; color:#fff; background:#b91c1c; border:0; border-radius:6px; padding:6px 14px; cursor:pointer; }
+#stop-run:disabled { background:#94a3b8; cursor:default; }
+#stop-note { font-size:13px; color:#334155; }
 </style>
 """
 
@@ -34,6 +41,8 @@ _BODY = """
 <div id="status">connecting…</div>
 <div id="verdict"></div>
 <div class="progress"><div class="bar" id="progress-bar"></div></div><div id="progress-text">–</div>
+<div class="controls"><button id="stop-run" type="button" disabled data-token="__STOP_TOKEN__">Stop the run</button>
+<span id="stop-note">as Ctrl-C: requests in flight may finish within the grace, the report is written</span></div>
 <h2>Pipeline</h2>
 <div class="pipeline"><svg viewBox="0 0 1100 190" id="pipeline">
 <defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
@@ -164,6 +173,7 @@ _JS = r"""
       state.seq = d.seq; state.points = d.points || []; state.finished = d.finished; state.bounds = d.bounds || {};
       if (d.history.length) state.last = d.history[d.history.length - 1];
       if (d.verdict) { state.verdict = d.verdict; showVerdict(d.verdict); }
+      stopButton(d);
       document.getElementById("status").textContent = (d.finished ? "run finished" : "live") + " · " + state.entries.length + " samples";
       render();
     } catch (err) {
@@ -173,14 +183,34 @@ _JS = r"""
     if (state.verdict) { document.getElementById("status").textContent = "run finished · the dashboard server has stopped; the page keeps the run as it ended"; return; }
     setTimeout(poll, 1000);
   }
+  const stopper = document.getElementById("stop-run");
+  function stopButton(d) {  // enabled while a run that takes interrupts is under way, until it was asked to stop
+    state.stop_requested = d.stop_requested || state.stop_requested || null;
+    stopper.disabled = !d.stoppable || state.stop_requested !== null;
+    if (state.stop_requested) { stopper.textContent = d.finished ? "Stopped" : "Stopping…"; }
+    if (d.finished && !state.stop_requested) stopper.parentElement.style.display = "none";  // nothing was stopped: no control left
+  }
+  stopper.addEventListener("click", async () => {
+    if (stopper.disabled || !confirm("Stop the run now? Requests in flight may finish within the grace; the report is written.")) return;
+    stopper.disabled = true;
+    try {
+      const r = await fetch("api/stop" + (token ? "?token=" + encodeURIComponent(token) : ""),
+        { method: "POST", headers: { "X-Surgelab-Stop": stopper.dataset.token }, cache: "no-store" });
+      const d = await r.json();
+      if (r.status === 202) { state.stop_requested = d.stopping; stopper.textContent = "Stopping…"; }
+      else { document.getElementById("stop-note").textContent = d.error || ("HTTP " + r.status); stopper.disabled = false; }
+    } catch (err) { document.getElementById("stop-note").textContent = "could not reach the run: " + err.message; stopper.disabled = false; }
+  });
   document.querySelector("header .sub").appendChild(document.getElementById("status"));
   poll();
 })();
 """
 
 
-def render_page(title: str) -> str:
+def render_page(title: str, stop_token: str) -> str:
+    """The page, its stop button holding ``stop_token`` (the run's: only this page has it)."""
+    body = _BODY.replace("__STOP_TOKEN__", escape(stop_token))
     return page(
-        f"{title} — live", "updates every second · 127.0.0.1 only", _CSS + _BODY, [_JS], inline_plotly=False,
+        f"{title} — live", "updates every second · 127.0.0.1 only", _CSS + body, [_JS], inline_plotly=False,
         script_srcs=["plotly.min.js"],
     )  # fmt: skip

@@ -12,6 +12,12 @@ token, and stops with the run (``stop``): when ``finish`` has given it the run's
 keeps serving until every page that was watching has fetched that verdict (at most
 ``DashboardSettings.linger_s``), so each page keeps it on screen.
 
+The page's stop button asks the run to stop as Ctrl-C does (``attach_stop``: the runner's
+interrupt handler, see ``runner.interrupts``). Its ``POST /api/stop`` must carry the per-run
+stop token that only the page itself holds (``X-Surgelab-Stop``, a header no form can send and no
+other origin may send without the preflight this server never grants) and, when the browser says
+where it comes from, this very origin: a page elsewhere cannot stop the run.
+
 Rates are like for like: the target, arrival, send and completion rates are all means over
 the same trailing window of whole seconds (``RATE_WINDOW_S``), so a spike in the target does
 not make the client look over or under target while the trailing rates catch up.
@@ -24,6 +30,7 @@ import bisect
 import contextlib
 import hmac
 import math
+import secrets
 import threading
 import time
 from collections import deque
@@ -47,6 +54,7 @@ from surgelab.telemetry.scrape import ScrapeSource
 
 __all__ = ["DashboardSettings", "Dashboard"]
 RATE_WINDOW_S = 5  # whole seconds, as the runner's send and completion rates (metrics.live)
+STOP_REASON = "interrupted (stop button on the dashboard)"
 MAX_HISTORY = 7200  # entries; when full, older entries are thinned to every other one
 _RECENT_KEEP = 50_000  # finished requests kept for the recent-window latency
 FAVICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
@@ -90,6 +98,9 @@ class Dashboard:
         self._arrivals: deque[tuple[float, int]] = deque([(0.0, 0)])
         self._page = b""
         self.url = ""
+        self.stop_token = secrets.token_urlsafe(18)  # in the page only: what a stop request must carry
+        self._stop: Callable[[str], bool] | None = None  # the run's interrupt, while a run is under way
+        self.stop_requested: str | None = None
 
     # ---------------------------------------------------------------- fed by the run
 
@@ -198,6 +209,10 @@ class Dashboard:
         }
         self.finished = True
 
+    def attach_stop(self, stop: Callable[[str], bool] | None) -> None:
+        """The run's interrupt (``Interrupts.request``) while it is under way; None after it."""
+        self._stop = stop
+
     def set_gauges(self, gauges: dict[str, float]) -> None:
         """The target's latest gauges (``running``, ``waiting``, ``kv_usage`` as a fraction)."""
         self.gauges = {**self.gauges, **gauges}
@@ -242,7 +257,8 @@ class Dashboard:
         new = self.history[bisect.bisect_right(self.history, since, key=lambda e: e["seq"]) :]
         body = {"seq": self.seq, "finished": self.finished, "title": self.settings.title, "history": new,
                 "points": self.points, "gauges": self.gauges, "verdict": self.verdict,
-                "bounds": dict(self.settings.bounds)}  # fmt: skip
+                "bounds": dict(self.settings.bounds), "stoppable": self._stop is not None and not self.finished,
+                "stop_requested": self.stop_requested}  # fmt: skip
         client = request.query.get("client", "")
         self._pollers[client] = time.monotonic()
         if self.verdict is not None:
@@ -251,12 +267,36 @@ class Dashboard:
                 self.verdict_seen.set()
         return web.Response(body=orjson.dumps(body), content_type="application/json", headers={"Cache-Control": "no-store"})
 
+    def _same_origin(self, request: web.Request) -> bool:
+        """The request comes from this dashboard's own page: the host it was opened at (no rebound name),
+        and the browser's Origin and Sec-Fetch-Site, where it sends them, say this origin."""
+        port = self._runner.addresses[0][1] if self._runner is not None and self._runner.addresses else None
+        if self.settings.host in ("127.0.0.1", "localhost") and request.host not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            return False  # a name rebound to 127.0.0.1 is another origin
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"http://{request.host}":
+            return False
+        return request.headers.get("Sec-Fetch-Site", "same-origin") == "same-origin"
+
+    async def _stop_run(self, request: web.Request) -> web.Response:
+        given = request.headers.get("X-Surgelab-Stop", "")
+        if not self._same_origin(request) or not hmac.compare_digest(given.encode(), self.stop_token.encode()):
+            return web.json_response({"error": "forbidden: only this dashboard's own page can stop the run"}, status=403)
+        stop = self._stop
+        if self.stop_requested is not None:
+            return web.json_response({"stopping": self.stop_requested}, status=202)
+        if stop is None or self.finished or not stop(STOP_REASON):
+            return web.json_response({"error": "no run under way to stop"}, status=409)
+        self.stop_requested = STOP_REASON
+        return web.json_response({"stopping": STOP_REASON}, status=202)
+
     async def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._index)
         app.router.add_get("/plotly.min.js", self._plotly)
         app.router.add_get("/api/state", self._state)
         app.router.add_get("/favicon.ico", self._favicon)
+        app.router.add_post("/api/stop", self._stop_run)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         try:
             await self._runner.setup()
@@ -277,7 +317,7 @@ class Dashboard:
         refusal = exposure_error(self.settings.host, self.settings.token, "the dashboard", "a token")
         if refusal:
             raise PermissionError(refusal)
-        self._page = render_page(self.settings.title).encode()  # built before the run, not during it
+        self._page = render_page(self.settings.title, self.stop_token).encode()  # built before the run, not during it
         ready, failure = threading.Event(), []
         self._loop = asyncio.new_event_loop()
 

@@ -99,7 +99,7 @@ async def run_compare(
     scenario = await ready(scenario, first_key)  # every target checked; one tokenizer for all, learned from the first
     names = [t.name for t in scenario.targets or []]
     stop, hurry = asyncio.Event(), asyncio.Event()
-    interrupts = Interrupts(scenario, lambda _reason: stop.set(), hurry.set, enabled=handle_signals).install()
+    interrupts = Interrupts(scenario, lambda _reason: stop.set(), hurry.set, enabled=handle_signals, observers=observers).install()
     recorders = {n: _Responses(run_dir / f"responses-{n}.jsonl") for n in names} if record_responses else {}
 
     async def one(name: str, followed: bool) -> RunResult:

@@ -73,7 +73,7 @@ class Coordinator:
     ) -> Iterator[Coordinator]:
         """While the shards run: how to tell them all to stop and to drop their grace; interrupts do either."""
         self._stop_shards, self._hurry_shards = stop, hurry
-        with Interrupts(self.scenario, self.request_stop, hurry, enabled=handle_signals):
+        with Interrupts(self.scenario, self.request_stop, hurry, enabled=handle_signals, observers=self.observers):
             yield self
 
     def request_stop(self, why: str) -> None:

@@ -85,7 +85,8 @@ async def _execute(
     ex: Execution, plans: list[PhasePlan], handle_signals: bool, stop_event: asyncio.Event | None, scraper: Scraper | None,
     hurry_event: asyncio.Event | None = None,
 ) -> None:  # fmt: skip
-    interrupts = Interrupts(ex.scenario, ex.request_stop, lambda: ex.hurry("interrupted"), enabled=handle_signals)
+    interrupts = Interrupts(ex.scenario, ex.request_stop, lambda: ex.hurry("interrupted"), enabled=handle_signals,
+                            observers=ex.observers)  # fmt: skip
 
     async def watch_event() -> None:
         assert stop_event is not None
