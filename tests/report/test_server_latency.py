@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from surgelab.report.model import build_report_data, load_columns
-from tests.report.conftest import make_run
 
 
 @pytest.fixture(scope="module")
-def scraped_run(h100_server, tmp_path_factory):
+def scraped_run(h100_server, tmp_path_factory, run_maker):
     tmp = tmp_path_factory.mktemp("server-latency")
-    return make_run(tmp, h100_server, "run", "--scrape", h100_server.root_url + "/metrics", mix=False, output_tokens=16)
+    return run_maker(tmp, h100_server, "run", "--scrape", h100_server.root_url + "/metrics", mix=False, output_tokens=16)
 
 
 def test_the_servers_buckets_and_the_clients_in_the_same_buckets(scraped_run):

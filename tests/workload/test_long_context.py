@@ -39,6 +39,10 @@ def test_presets_set_long_prompts_and_short_answers_unless_the_class_gives_its_o
     assert _lengths(mix) == [(100_000, 128), (7000, 128)]
     with pytest.raises(ValueError, match="long-8k"):
         Workload.model_validate({"preset": "long-1m"})
+    # a preset that is no name at all is the field's error, not a TypeError (the fuzz test found `preset: []`)
+    for wrong in ([], {"a": 1}, 8000):
+        with pytest.raises(ValueError, match="preset"):
+            Workload.model_validate({"mix": [{"name": "long", "preset": wrong}]})
 
 
 def test_two_requests_of_a_preset_share_no_prefix_block_unless_one_is_asked_for():

@@ -240,7 +240,7 @@ _REPORT_JS = r"""
     const sl = section("The server's own latency histograms against the client's", "grid2");
     Object.keys(D.server_latency).forEach(role => {
       const H = D.server_latency[role], f = v => v === null ? "—" : slFmt(v, 1) + " ms";
-      const head = (role === "ttft" ? "TTFT" : "E2E") + ": the server's buckets and the client's";
+      const head = (role === "ttft" ? "TTFT" : "E2E") + " by bucket: server, client";
       const box = slEl("div"); sl.appendChild(box);
       slChart(box, "chart-server-" + role, head, [
         { name: "server (" + H.server_total.toLocaleString() + ")", x: H.buckets, y: H.server, type: "bar", marker: { color: "#2563eb" } },

@@ -113,12 +113,12 @@ def _compare(words: str, engine: str, source: str, family: str, bounds: np.ndarr
 
 
 def _label(bounds: np.ndarray, i: int) -> str:
-    """``50–100 ms``, ``≤ 20 ms``, ``> 60 s``: a bucket in the unit its bounds read best in."""
+    """``≤ 20 ms``, ``> 60 s``: a bucket by its upper bound (the one before it is its lower), short enough
+    for a phone's axis."""
     upper = bounds[i]
-    lower = bounds[i - 1] if i > 0 else None
     if np.isinf(upper):
-        return f"> {_time(lower)}" if lower is not None else "all"
-    return f"≤ {_time(upper)}" if lower is None else f"{_time(lower)}–{_time(upper)}"
+        return f"> {_time(bounds[i - 1])}" if i > 0 else "all"
+    return f"≤ {_time(upper)}"
 
 
 def _time(seconds: float) -> str:

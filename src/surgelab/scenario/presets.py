@@ -27,6 +27,6 @@ LENGTHS = tuple(PRESET_LENGTHS[PRESETS[0]])
 
 def with_preset(data: Any) -> Any:
     """A class's raw fields with its preset's lengths where the class gives none."""
-    if not isinstance(data, dict) or data.get("preset") not in PRESET_LENGTHS:
-        return data
+    if not isinstance(data, dict) or not isinstance(data.get("preset"), str) or data["preset"] not in PRESET_LENGTHS:
+        return data  # no preset, or one the field's own validation names as wrong (a list, a number, a typo)
     return {**PRESET_LENGTHS[data["preset"]], **data}
