@@ -109,3 +109,17 @@ def test_an_answer_that_is_not_a_stream_says_what_it_was(scenario_for, tmp_path,
     records = read_records(run.run_dir)
     assert set(records["state"].to_pylist()) == {"protocol_error"}
     assert set(records["error"].to_pylist()) == {said}
+
+
+def test_every_adapters_path_is_one_the_hints_know() -> None:
+    """A 404 on a kind's path names the API base only if the hints know that path (the Responses and
+    Messages paths were missing: a bare host got no fix for them)."""
+    from surgelab.client.hints import ENDPOINTS, url_fix
+    from surgelab.kinds import KINDS
+
+    paths = {getattr(spec.hook("adapter"), "path", None) for spec in KINDS if spec.adapter is not None} - {None}
+    assert {"/chat/completions", "/responses", "/messages"} <= paths
+    assert paths <= set(ENDPOINTS), paths - set(ENDPOINTS)
+    for path in ("/responses", "/messages"):
+        assert url_fix("http://127.0.0.1:8000", "http://127.0.0.1:8000" + path) == "http://127.0.0.1:8000/v1"
+        assert url_fix("http://h:1/v1" + path, "http://h:1/v1" + path + path) == "http://h:1/v1"

@@ -12,9 +12,9 @@ import orjson
 
 __all__ = ["ENDPOINTS", "url_fix", "base_hint", "not_a_stream", "HEAD_BYTES"]
 
-ENDPOINTS = ("/chat/completions", "/completions", "/embeddings", "/models", "/audio/transcriptions", "/audio/speech",
-             "/images/generations", "/rerank")  # fmt: skip
-"""The paths surgelab adds to the target's base URL (``client/kinds/``)."""
+ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages", "/embeddings", "/models",
+             "/audio/transcriptions", "/audio/speech", "/images/generations", "/rerank")  # fmt: skip
+"""The paths surgelab adds to the target's base URL (``client/kinds/``: a test holds every adapter's to it)."""
 
 HEAD_BYTES = 2048  # of a body that brought no event: enough to tell a page or a JSON answer
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
