@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from surgelab.report.model import build_report_data, load_columns
@@ -40,8 +42,11 @@ def test_the_page_draws_both_and_says_what_the_server_measured(scraped_run, brow
     assert chart["points"] == [len(model["buckets"])] * 2
     assert chart["traces"] == [f"server ({model['server_total']:,})", f"client ({model['client_total']:,})"]
     note = page.inner_text("#server-ttft-note")
-    assert f"vllm:time_to_first_token_seconds: server P50 {model['server_ms']['p50']:.1f} ms" in note
-    assert f"in the same buckets: P50 {model['client_bucketed_ms']['p50']:.1f} ms" in note
+    # the page's figures are the model's, to the one decimal it prints (rounded by the page, half-up or even)
+    quoted = re.search(r"server P50 ([\d.]+) ms.*in the same buckets: P50 ([\d.]+) ms", note)
+    assert quoted is not None and "vllm:time_to_first_token_seconds: server P50" in note
+    assert float(quoted[1]) == pytest.approx(model["server_ms"]["p50"], abs=0.051)
+    assert float(quoted[2]) == pytest.approx(model["client_bucketed_ms"]["p50"], abs=0.051)
     plotted = page.evaluate("document.getElementById('chart-server-ttft').data.map(t => Array.from(t.y))")
     assert plotted == [model["server"], model["client"]]
     assert "Client exact: P50" in note
