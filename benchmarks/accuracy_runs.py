@@ -5,12 +5,18 @@ vLLM v0.15.1 with its limits, driven by inference-perf's shared-prefix workload 
 two load stages. ``predict`` simulates the very run with ``surgelab.sim.simulate`` (the
 command ``surgelab simulate`` runs): a one-replica fleet whose profile is the physics of the
 deployment, and the run's stages as phases, under one *reading* of how its arrivals were
-spaced (inference-perf does not publish it):
+spaced:
 
-- ``constant``: evenly spaced open-loop arrivals at the stage's rate (inference-perf's default);
+- ``uniform``: the stage's rate × duration requests at independent uniform times over the stage,
+  what inference-perf sends for its load type ``constant`` (the runs' own: its ``ConstantLoadTimer``
+  draws exponential gaps and scales them to fill the stage, since August 2025; before, plain
+  exponential gaps: never evenly spaced);
+  the reading surgelab's figures are judged and its error bars written under;
+- ``constant``: evenly spaced open-loop arrivals at the stage's rate (what the name suggests, and
+  how these runs were read before the timer's source was checked);
 - ``poisson``: Poisson arrivals at that rate;
 - ``sessions``: groups of users sharing a system prompt, each sending its next question only
-  after its previous answer, the stage's evenly spaced schedule dealt out to them in turn
+  after its previous answer, the stage's ``uniform`` schedule dealt out to them in turn
   (inference-perf with multi-turn chat; BLIS's adapter reads sessions too, paced by a think time).
 """
 
@@ -30,14 +36,16 @@ from surgelab.engine.calibration import Efficiency
 from surgelab.scenario.loader import build_scenario
 from surgelab.sim import build_fleet, simulate
 
-__all__ = ["METRICS", "READINGS", "RealRun", "load_runs", "new_run", "add_peer", "finish_runs", "deployment", "predict", "DATA"]
+__all__ = ["METRICS", "READINGS", "CLAIMED", "RealRun", "load_runs", "new_run", "add_peer", "finish_runs", "deployment", "predict", "DATA"]
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vllm-h100" / "runs.csv"
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl_mean", "itl_generated")
 """``itl_mean`` is the data's own: (E2E − TTFT) ÷ (output − 1) with the output counted by re-tokenising the text
 (inference-perf's way); ``itl_generated`` counts every generated token (the runs force the output length), so
 it follows the engine's steps even where re-tokenising counts fewer (both Llama-2-7B runs: 22 % fewer)."""
-READINGS = ("constant", "poisson", "sessions")
+READINGS = ("uniform", "constant", "poisson", "sessions")
+CLAIMED = "uniform"
+"""The reading the runs were made under (inference-perf's load type ``constant``): the one judged."""
 
 # workload: (system prompt, question, output) tokens and its published stage rates (README of the data)
 _WORKLOADS = {
@@ -156,9 +164,9 @@ def _scenario(run: RealRun, reading: str, seed: int, scale: float) -> dict:
     phases = []
     for i, rate in enumerate(run.rates):
         load: dict = {"rate": rate, "duration": f"{seconds}s", "max_in_flight": 1_000_000, "grace": "3600s"}
-        if reading == "sessions":  # inference-perf's own schedule (constant, its default), dealt to its users
+        if reading == "sessions":  # inference-perf's own schedule (its default load type), dealt to its users
             load["users"] = _SHARED_PROMPTS * _USERS_PER_PROMPT
-            load["arrival"] = "constant"
+            load["arrival"] = "uniform"
         else:
             load["arrival"] = reading
         phases.append({"name": f"stage{i}", "start": f"{i * seconds}s", "load": load})

@@ -76,7 +76,7 @@ def test_empty_schedule(rate, duration):
     assert len(arrival_offsets(rate, duration, Arrival.POISSON, np.random.default_rng(0))) == 0
 
 
-@pytest.mark.parametrize("arrival", ["poisson", "gamma"])
+@pytest.mark.parametrize("arrival", ["poisson", "gamma", "uniform"])
 def test_schedule_is_reproducible_from_the_seed(arrival):
     a = open_loop_offsets(_scenario(rate=30, arrival=arrival, cv=2, seed=42))
     b = open_loop_offsets(_scenario(rate=30, arrival=arrival, cv=2, seed=42))
@@ -96,3 +96,27 @@ def test_the_runner_schedule_for_a_poisson_scenario_passes_ks():
     offsets = open_loop_offsets(_scenario(rate=40, arrival="poisson", duration="100s", seed=5)) / 1e9
     assert len(offsets) == pytest.approx(4000, rel=0.1)
     assert stats.kstest(np.diff(offsets), "expon", args=(0, 1 / 40)).pvalue > 0.001
+
+
+def test_uniform_sends_the_constant_count_at_uniform_times():
+    """inference-perf's "constant": rate × duration requests, at independent uniform times (not evenly spaced)."""
+    rate, duration = 20.0, 600.0
+    offsets = arrival_offsets(rate, duration, Arrival.UNIFORM, np.random.default_rng(3), start_at_zero=False)
+    assert len(offsets) == 12_000 == len(arrival_offsets(rate, duration, Arrival.CONSTANT, np.random.default_rng(3)))
+    assert stats.kstest(offsets, "uniform", args=(0, duration)).pvalue > 0.001
+    gaps = np.diff(offsets)  # given the count, the gaps of a Poisson process: exponential, not 1/rate each
+    assert stats.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > 0.001
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)
+
+
+def test_uniform_reproduces_inference_perfs_constant_timer():
+    """Its timer's schedule (exponential gaps scaled so that they sum to the stage) and ours are one distribution."""
+    rng = np.random.default_rng(8)
+    rate, duration = 5.0, 600.0
+    gaps = rng.exponential(1 / rate, int(rate * duration))
+    theirs = np.cumsum(gaps * duration / gaps.sum())
+    ours = arrival_offsets(rate, duration, Arrival.UNIFORM, np.random.default_rng(9), start_at_zero=False)
+    assert stats.ks_2samp(theirs, ours).pvalue > 0.001
+    assert stats.ks_2samp(np.diff(theirs), np.diff(ours)).pvalue > 0.001
+    evenly = arrival_offsets(rate, duration, Arrival.CONSTANT, rng)
+    assert stats.ks_2samp(np.diff(theirs), np.diff(evenly)).pvalue < 1e-6

@@ -91,7 +91,7 @@ def run(
     endpoint: str | None = typer.Option(None, help="chat or completions."),
     rate: float | None = typer.Option(None, help="Open loop: requests per second."),
     concurrency: int | None = typer.Option(None, help="Closed loop: number of virtual users."),
-    arrival: str | None = typer.Option(None, help="Open loop arrivals: constant, poisson or gamma."),
+    arrival: str | None = typer.Option(None, help="Open loop arrivals: constant (evenly spaced), poisson, gamma, or uniform (a fixed count at uniform times: inference-perf's constant)."),
     cv: float | None = typer.Option(None, help="Gamma arrivals: coefficient of variation."),
     think_time: str | None = typer.Option(None, help="Closed loop: think time between requests, e.g. 2s."),
     ramp_up: str | None = typer.Option(

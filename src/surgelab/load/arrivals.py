@@ -27,12 +27,21 @@ def arrival_offsets(
 
     Gamma gaps with shape k = 1/cv² and scale cv²/rate have mean 1/rate and the requested
     coefficient of variation; cv = 1 is Poisson, cv < 1 smoother, cv > 1 burstier.
+
+    Uniform: the count a constant schedule sends, at independent uniform times over the
+    duration — a Poisson process given its count. It is what inference-perf sends for its
+    load type ``constant`` (exponential gaps scaled to fill the stage exactly), so a run of
+    that tool is reproduced with ``uniform``, not with evenly spaced ``constant`` arrivals.
     """
     if rate <= 0 or duration <= 0:
         return np.empty(0)
     expected = rate * duration
+    count = int(np.ceil(expected - 1e-9))
     if arrival is Arrival.CONSTANT:
-        return np.arange(int(np.ceil(expected - 1e-9))) / rate
+        return np.arange(count) / rate
+    if arrival is Arrival.UNIFORM:  # with start_at_zero the first at zero, the others uniform after it
+        first = [0.0] if start_at_zero and count else []
+        return np.concatenate([first, np.sort(rng.uniform(0.0, duration, count - len(first)))])
     # Draw gaps in blocks until the horizon is passed; the margin makes one block the norm.
     chunk = int(expected + 6 * np.sqrt(expected) * max(cv, 1.0) + 16)
     pieces, total = [], 0.0

@@ -20,6 +20,7 @@ class Arrival(str, enum.Enum):
     CONSTANT = "constant"  # evenly spaced, 1/rate apart
     POISSON = "poisson"  # exponential gaps: independent users
     GAMMA = "gamma"  # gamma gaps with a chosen coefficient of variation: burstier or smoother
+    UNIFORM = "uniform"  # the constant count at independent uniform times: inference-perf's load type "constant"
 
 
 class Load(ScenarioModel):
@@ -30,7 +31,7 @@ class Load(ScenarioModel):
     """
 
     rate: Shape | None = Field(None, description="Open loop: requests per second, a number or a shape.")
-    arrival: Arrival = Field(Arrival.POISSON, description="Open loop: constant, poisson or gamma arrivals.")
+    arrival: Arrival = Field(Arrival.POISSON, description="Open loop: constant, poisson, gamma or uniform arrivals.")
     cv: float = Field(1.0, gt=0, allow_inf_nan=False, description="Gamma arrivals: coefficient of variation of the gaps.")
     concurrency: Shape | None = Field(None, description="Closed loop: number of virtual users, a number or a shape.")
     think_time: Distribution = Field(0.0, description="Closed loop: pause between a response and the user's next request.")
