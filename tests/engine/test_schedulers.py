@@ -15,24 +15,15 @@ from surgelab.engine import Engine, EngineRequest, load_profile
 from surgelab.engine.schedulers import SCHEDULERS
 
 TINY = load_profile("tiny")
-ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "src" / "surgelab"
+SRC = Path(__file__).resolve().parents[2] / "src" / "surgelab"
 REGISTRY_LINE = re.compile(r"^SCHEDULERS: .*? = (\{.*\})$", flags=re.M)
 
 
-def _example() -> tuple[str, str]:
-    """The worked example of docs/architecture.md: the policy's module, and its registry lines."""
-    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = doc.split("## Adding an engine scheduler: a worked example", 1)[1]
-    module, registry = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:2]
-    assert module.startswith("# src/surgelab/engine/schedulers/shortest.py\n")
-    return module, registry
-
-
 @pytest.fixture
-def shortest(tmp_path, monkeypatch):
+def shortest(tmp_path, monkeypatch, worked_example):
     """The page's policy, as if it were src/surgelab/engine/schedulers/shortest.py, registered by its line."""
-    module, registry = _example()
+    heading = "Adding an engine scheduler: a worked example"
+    module, registry = worked_example(heading, "src/surgelab/engine/schedulers/shortest.py")
     path = tmp_path / "shortest.py"
     path.write_text(module, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("surgelab.engine.schedulers.shortest", path)

@@ -28,8 +28,7 @@ from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.shapes import SHAPES, BaseShape, ShapeRegistry, Steady
 from surgelab.units import SECOND
 
-ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "src" / "surgelab"
+SRC = Path(__file__).resolve().parents[2] / "src" / "surgelab"
 TARGET = {"url": "http://127.0.0.1:9/v1", "model": "m"}
 DURATION = 6.0
 
@@ -200,15 +199,6 @@ def test_the_scan_finds_a_shape_told_apart(code, found):
 REGISTRY_LINE = re.compile(r"^SHAPES = ShapeRegistry\((.*)\)$", flags=re.M)
 
 
-def _example() -> tuple[str, str]:
-    """The worked example of docs/architecture.md: the new module, and the registry's lines."""
-    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = doc.split("## Adding a load shape: a worked example", 1)[1]
-    module, registry = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:2]
-    assert module.startswith("# src/surgelab/scenario/shapes/pulse.py\n")
-    return module, registry
-
-
 RUN = """
 import json, sys
 from pathlib import Path
@@ -249,8 +239,9 @@ print(json.dumps({
 """
 
 
-def test_the_worked_example_is_one_module_and_one_registry_line(embedded, tmp_path):
-    module, registry = _example()
+def test_the_worked_example_is_one_module_and_one_registry_line(embedded, tmp_path, worked_example):
+    heading = "Adding a load shape: a worked example"
+    module, registry = worked_example(heading, "src/surgelab/scenario/shapes/pulse.py")
     src = tmp_path / "src"
     shutil.copytree(SRC, src / "surgelab", ignore=shutil.ignore_patterns("__pycache__"))
     (src / "surgelab/scenario/shapes/pulse.py").write_text(module, encoding="utf-8")
