@@ -3,7 +3,7 @@
 The scripted servers are real subprocesses on real sockets, started once per session:
 ``timed_server`` sends the first token 200 ms after a request arrives and then one token
 every 20 ms; ``zero_server`` answers without delay. The helpers are handed out as fixtures
-(``scenario_for``, ``run``, ``reconciled``, ``cli``) rather than imported, because other test
+(``scenario_for``, ``run``, ``reconciled``, ``cli``, ``worked_example``) rather than imported, because other test
 folders may have a ``conftest`` module of their own; ``reconciled`` checks that every
 scheduled request ended in exactly one state and returns the records.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -144,3 +145,17 @@ def reconciled() -> Callable[[dict[str, Any], Path], pa.Table]:
 @pytest.fixture(scope="session")
 def cli() -> Callable[..., CliResult]:
     return run_cli
+
+
+def architecture_example(heading: str, path: str) -> tuple[str, str]:
+    """A worked example of docs/architecture.md, by its section's heading: the new module (whose first
+    line names ``path``) and the registry lines, its first two python blocks."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    module, registry = re.findall(r"```python\n(.*?)```", doc.split(f"## {heading}\n", 1)[1], flags=re.S)[:2]
+    assert module.startswith(f"# {path}\n"), f"the example under {heading!r} is {path}"
+    return module, registry
+
+
+@pytest.fixture(scope="session")
+def worked_example() -> Callable[[str, str], tuple[str, str]]:
+    return architecture_example

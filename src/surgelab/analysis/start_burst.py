@@ -16,7 +16,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.shapes import Steady
 
 __all__ = ["START_BURST_S", "start_burst"]
 
@@ -43,7 +42,7 @@ def start_burst(c: _Columns, rows: np.ndarray, bound_s: float, scenario: Scenari
     phases, users, rate, windows = [], 0, 0.0, []
     for phase in scenario.phase_list:
         load = phase.load
-        if load.mode != "closed" or not isinstance(load.shape, Steady) or load.ramp_up or load.shape.peak < 2:
+        if load.mode != "closed" or not load.shape.constant or load.ramp_up or load.shape.peak < 2:
             continue
         own = c.phase == phase.name
         if not (sent & own).any():

@@ -1,10 +1,11 @@
 """An iteration-level inference engine model, scheduled the way vLLM's V1 scheduler does it.
 
 Each ``step()`` is one forward pass over a batch: running sequences first (each decodes
-one token or continues a prefill chunk), then waiting requests admitted first-come
-first-served while there are free sequence slots, step-token budget and KV blocks for the
-whole prompt. When a running sequence cannot grow its KV cache, the most recently admitted
-sequence is preempted (its blocks freed, to be recomputed later) until it can.
+one token or continues a prefill chunk), then waiting requests admitted in the scheduler's
+order while there are free sequence slots, step-token budget and KV blocks for the whole
+prompt. When a running sequence cannot grow its KV cache, the sequence the scheduler names is
+preempted (its blocks freed, to be recomputed later) until it can. The default scheduler is
+vLLM's: first come, first served, the most recently admitted preempted (``schedulers/``).
 
 The engine never reads a clock or sleeps: ``step()`` returns how long the step takes and
 the caller lets that much time pass, in wall time (the server) or virtual time (the
@@ -22,12 +23,13 @@ costs work per change in the batch, not per sequence per step. Every step's time
 
 from __future__ import annotations
 
-from collections import deque
+from typing import Any
 
 from surgelab.engine.decoding import DecodeSet
 from surgelab.engine.kv import Allocation, KVCache
 from surgelab.engine.profile import EngineProfile
 from surgelab.engine.request import EngineRequest, Run, StepResult
+from surgelab.engine.schedulers import Scheduler, make_scheduler
 
 __all__ = ["Engine", "RequestRejected"]
 
@@ -64,13 +66,16 @@ class _Sequence:
 class Engine:
     """Continuous batching over a KV-cache budget; step it, and let the returned time pass."""
 
-    def __init__(self, profile: EngineProfile, *, prefix_caching: bool = True) -> None:
+    def __init__(
+        self, profile: EngineProfile, *, prefix_caching: bool = True, scheduler: Scheduler[Any] | str = "fcfs"
+    ) -> None:
         errors = profile.validate()
         if errors:
             raise ValueError(f"invalid profile {profile.name!r}: " + "; ".join(errors))
         self.profile = profile
         self.kv = KVCache(profile.kv_blocks, profile.block_size, prefix_caching, profile.kv_cpu_blocks)
-        self._waiting: deque[_Sequence] = deque()
+        self.scheduler: Scheduler[_Sequence] = make_scheduler(scheduler)
+        """The waiting requests, in the order it admits them, and whom it preempts."""
         self._running: list[_Sequence] = []  # in batch order
         self._known: dict[str, _Sequence] = {}
         self._steps = 0
@@ -88,11 +93,11 @@ class Engine:
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self.scheduler)
 
     @property
     def has_work(self) -> bool:
-        return bool(self._running or self._waiting)
+        return bool(self._running or self.scheduler)
 
     @property
     def steps(self) -> int:
@@ -126,7 +131,7 @@ class Engine:
             raise RequestRejected(f"duplicate request id {request.request_id!r}")
         seq = _Sequence(request)
         self._known[request.request_id] = seq
-        self._waiting.append(seq)
+        self.scheduler.add(seq)
 
     def abort(self, request_id: str) -> bool:
         """Drop a request wherever it is (e.g. the client went away); True if it was known."""
@@ -139,7 +144,7 @@ class Engine:
                 self._decoding.leave(seq, self._steps, self.kv)
             self._running.remove(seq)
         else:
-            self._waiting.remove(seq)
+            self.scheduler.remove(seq)
         self._retire(seq)
         return True
 
@@ -177,7 +182,7 @@ class Engine:
         scheduled: list[tuple[_Sequence, int]] = []
         first = None
         load = 0.0
-        if self._waiting and budget:
+        if self.scheduler and budget:
             self._admit_waiting(budget, scheduled, {})
             load = kv.take_loaded() * self.profile.kv_load_s_per_block
             pairs = 0
@@ -244,7 +249,7 @@ class Engine:
         sequences and attention pairs ``first`` when it prefills, and ``load`` seconds of KV
         loaded from the CPU tier) and up to ``more`` planned."""
         ends = [(0, tuple(finished))] if finished else []
-        if more > 0 and self._running and not (finished and self._waiting):
+        if more > 0 and self._running and not (finished and self.scheduler):
             for last, seqs in self._plan_decode(more, tokens, reads):
                 ends.append((last - start, tuple([seq.request.request_id for seq in seqs])))
         durations = self.profile.step_times(tokens, reads, first)
@@ -343,9 +348,9 @@ class Engine:
         n = dec.members
         if n > self._max_batched:
             return []
-        waiting = self._waiting
+        waiting = self.scheduler
         if waiting and n < self.profile.max_num_seqs and n < self._max_batched:
-            head = waiting[0]
+            head = waiting.peek()
             if kv.admissible(head.request.block_hashes, head.request.prompt_tokens + head.generated):
                 return []  # admitted at the next step: the batch changes
             # not admissible now, nor before a member finishes: decode steps only take blocks
@@ -445,18 +450,19 @@ class Engine:
             kv_tokens_read=kv_read,
             cached_tokens=cached,
             num_running=len(self._running),
-            num_waiting=len(self._waiting),
+            num_waiting=len(self.scheduler),
             kv_usage=self.kv.usage,
         )
         return result, scheduled
 
     def _schedule_running(self, budget: int, scheduled: list, preempted: list[str]) -> int:
+        running, victim_of = self._running, self.scheduler.victim
         index = 0
-        while index < len(self._running) and budget > 0:
-            seq = self._running[index]
+        while index < len(running) and budget > 0:
+            seq = running[index]
             n = min(seq.total - seq.computed, budget)
             while not self.kv.grow(seq.alloc, seq.computed + n):
-                victim = self._running.pop()
+                victim = running.pop(victim_of(running, index))
                 self._preempt(victim)
                 preempted.append(victim.request.request_id)
                 if victim is seq:
@@ -467,16 +473,16 @@ class Engine:
         return budget
 
     def _admit_waiting(self, budget: int, scheduled: list, cached: dict[str, int]) -> None:
-        waiting, running, kv = self._waiting, self._running, self.kv
+        waiting, running, kv = self.scheduler, self._running, self.kv
         most = self.profile.max_num_seqs
         while waiting and budget > 0 and len(running) < most:
-            seq = waiting[0]
+            seq = waiting.peek()
             request = seq.request
             total = request.prompt_tokens + seq.generated
             hits = kv.admit(seq.alloc, request.block_hashes, total)
             if hits < 0:
-                return  # head-of-line blocking, as FCFS demands
-            waiting.popleft()
+                return  # head-of-line blocking, as vLLM does under every policy
+            waiting.pop()
             if hits:
                 seq.computed = min(hits * kv.block_size, total - 1)
                 if seq.computed:
@@ -492,7 +498,7 @@ class Engine:
         self.kv.release(seq.alloc)
         seq.computed = 0
         seq.published = False
-        self._waiting.appendleft(seq)
+        self.scheduler.requeue(seq)
         self.num_preemptions += 1
 
     def _retire(self, seq: _Sequence) -> None:

@@ -7,12 +7,14 @@ is reproducible, can be previewed, and can be split between workers by index.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from surgelab.scenario.load import Arrival
+from surgelab.units import SECOND
 
-__all__ = ["arrival_offsets", "shaped_offsets"]
+__all__ = ["SeededArrivals", "arrival_offsets", "shaped_offsets"]
 
 
 def arrival_offsets(
@@ -96,3 +98,23 @@ def shaped_offsets(
     # Λ is non-decreasing; where it is flat (rate 0) interp lands on the first such grid point.
     keep = np.concatenate([[True], np.diff(cumulative) > 0])
     return np.interp(unit, cumulative[keep], grid[keep])
+
+
+@dataclass
+class SeededArrivals:
+    """A phase's arrival process, handed to its shape (``BaseShape.offsets_ns``): the shape says
+    whether the rate is constant or follows its level, this draws the send times from the seed."""
+
+    arrival: Arrival
+    rng: np.random.Generator
+    cv: float = 1.0
+
+    def constant(self, rate: float, duration: float) -> np.ndarray:
+        return _ns(arrival_offsets(rate, duration, self.arrival, self.rng, cv=self.cv))
+
+    def shaped(self, level: Callable[[np.ndarray], np.ndarray], duration: float) -> np.ndarray:
+        return _ns(shaped_offsets(level, duration, self.arrival, self.rng, cv=self.cv))
+
+
+def _ns(offsets: np.ndarray) -> np.ndarray:
+    return np.round(offsets * SECOND).astype(np.int64)

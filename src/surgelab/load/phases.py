@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from surgelab.load.arrivals import arrival_offsets, shaped_offsets
+from surgelab.load.arrivals import SeededArrivals
 from surgelab.scenario.model import Phase, Scenario
-from surgelab.scenario.shapes import Replay, Steady
 from surgelab.units import SECOND
 from surgelab.workload.prompts import WorkloadSampler
 from surgelab.workload.tokenizers import load_tokenizer
@@ -51,28 +50,30 @@ class PhasePlan:
             return 0.0
         return float(self.phase.load.shape.level(np.array([(t_ns - self.start_ns) / SECOND]))[0])
 
+    def user_ready_ns(self, user: int, users: int) -> int:
+        """When closed-loop user ``user`` of ``users`` first gets ready, on the run clock (the shape's plan)."""
+        load = self.phase.load
+        return self.start_ns + load.shape.user_start_ns(user, users, load.ramp_up)
+
+    def user_active(self, user: int, t_ns: int) -> bool:
+        """Whether closed-loop user ``user`` may send at ``t_ns``: always under a constant level, else while below it."""
+        return self.phase.load.shape.constant or user < self.level_at(t_ns)
+
 
 def open_loop_offsets(scenario: Scenario, phase_index: int = 0) -> np.ndarray:
     """A phase's open-loop schedule in integer nanoseconds from the phase start, reproducible from the seed."""
     load = scenario.phase_list[phase_index].load
-    rng = np.random.default_rng([scenario.seed, 10, phase_index])
-    duration = load.planned_duration
-    if isinstance(load.shape, Replay):
-        offsets_ns = load.shape.load().offsets_ns
-        return offsets_ns[offsets_ns < int(duration * SECOND)]
-    if isinstance(load.shape, Steady):
-        offsets = arrival_offsets(load.shape.peak, duration, load.arrival, rng, cv=load.cv)
-    else:
-        offsets = shaped_offsets(load.shape.level, duration, load.arrival, rng, cv=load.cv)
-    return np.round(offsets * SECOND).astype(np.int64)
+    arrivals = SeededArrivals(load.arrival, np.random.default_rng([scenario.seed, 10, phase_index]), load.cv)
+    return load.shape.offsets_ns(load.planned_duration, arrivals)
 
 
 def _sampler(scenario: Scenario, phase: Phase, index: int) -> WorkloadSampler | TraceSampler:
     shape, workload = phase.load.shape, scenario.workload_of(phase)
     tokenizer = load_tokenizer(scenario.tokenizer, scenario.tokenizer_calibration)
     salt = scenario.prompt_salt or 0
-    if isinstance(shape, Replay) and shape.lengths:
-        return TraceSampler(shape.load(), workload, scenario.seed, index, shape.block_size, tokenizer, salt)
+    recorded = shape.recorded()
+    if recorded is not None:
+        return TraceSampler(recorded.plan, workload, scenario.seed, index, recorded.block_size, tokenizer, salt)
     return WorkloadSampler(workload, scenario.seed, stream=index, tokenizer=tokenizer, salt=salt)
 
 

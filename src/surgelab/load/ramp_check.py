@@ -15,7 +15,6 @@ from surgelab.scenario.model import Scenario
 
 __all__ = ["ramp_warnings"]
 
-_CLIMBING = ("ramp", "step", "stages", "breakpoint")
 _SAMPLES = 2001
 
 
@@ -24,7 +23,7 @@ def ramp_warnings(scenario: Scenario) -> list[str]:
     phase = scenario.phase_list[0]
     load, shape = phase.load, phase.load.shape
     warm, source = scenario.target.warm_up, "the target's warm-up (target.warm_up)"
-    if not warm and shape.type in _CLIMBING:
+    if not warm and shape.climbs:
         warm, source = load.warmup, "the warm-up period (load.warmup)"
     if not warm or shape.peak <= 0:
         return []

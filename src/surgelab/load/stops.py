@@ -17,7 +17,7 @@ from surgelab.metrics.live import LiveSnapshot, LiveStats
 from surgelab.metrics.record import Outcome
 from surgelab.metrics.store import RecordMeta
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.shapes import Breakpoint
+from surgelab.scenario.shapes import StopSteps
 from surgelab.units import SECOND
 
 __all__ = ["StopRules", "THRESHOLD_EVERY_NS", "breakpoints", "grace_error", "step_ends"]
@@ -78,14 +78,13 @@ class StopRules:
     def end_step(self, plan: PhasePlan, step: int) -> bool:
         """At the end of breakpoint step ``step`` (from 0): stop if a condition held over it, else
         start the next step's window. True while the run goes on."""
-        shape = plan.phase.load.shape
-        assert isinstance(shape, Breakpoint)
+        steps = _steps(plan)
         window = self.live.window(plan.phase.name)
-        for condition in shape.stop_when:
+        for condition in steps.conditions:
             value = window.value(condition)
             if value is not None and condition.passes(value):
                 unit = "req/s" if plan.phase.load.mode == "open" else "users"
-                level = shape.start + shape.step * step
+                level = steps.level(step)
                 self.stop(f"breakpoint: {condition.expr!r} held at {level:g} {unit} (step {step + 1})")
                 return False
         self.live.restart_window(plan.phase.name)
@@ -93,14 +92,21 @@ class StopRules:
 
 
 def breakpoints(plans: list[PhasePlan]) -> list[PhasePlan]:
-    return [p for p in plans if isinstance(p.phase.load.shape, Breakpoint)]
+    """The phases whose shape has stop steps."""
+    return [p for p in plans if p.phase.load.shape.stop_steps is not None]
+
+
+def _steps(plan: PhasePlan) -> StopSteps:
+    steps = plan.phase.load.shape.stop_steps
+    if steps is None:
+        raise ValueError(f"phase {plan.phase.name} has no stop steps (its shape is {plan.phase.load.shape.type})")
+    return steps
 
 
 def step_ends(plan: PhasePlan) -> Iterator[tuple[int, int]]:
     """``(step, end_ns)`` of each whole breakpoint step inside the phase."""
-    shape = plan.phase.load.shape
-    assert isinstance(shape, Breakpoint)
+    hold = _steps(plan).hold
     step = 0
-    while (end := plan.start_ns + int((step + 1) * shape.hold * SECOND)) <= plan.end_ns:
+    while (end := plan.start_ns + int((step + 1) * hold * SECOND)) <= plan.end_ns:
         yield step, end
         step += 1

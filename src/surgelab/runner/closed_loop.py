@@ -17,7 +17,6 @@ import numpy as np
 from surgelab.load.phases import PhasePlan
 from surgelab.runner.conversation import converse
 from surgelab.runner.execution import LEAD_NS, MAX_NAP_S, Execution
-from surgelab.scenario.shapes import Steady
 from surgelab.units import SECOND
 
 __all__ = ["run_closed_loop"]
@@ -35,17 +34,16 @@ async def run_closed_loop(ex: Execution, plan: PhasePlan) -> None:
 async def _user(ex: Execution, plan: PhasePlan, user: int, users: int, issue_order: itertools.count) -> None:
     load = plan.phase.load
     rng = np.random.default_rng([ex.scenario.seed, 20, plan.index, user])
-    steady = isinstance(load.shape, Steady)
     profile = None  # workload.assign: user — this user's class for the whole run
     think_time = load.think_time
     if ex.scenario.workload_of(plan.phase).assign == "user" and hasattr(plan.sampler, "profile"):
         profile = plan.sampler.profile([ex.scenario.seed, 21, plan.index, user])
         think_time = profile.cls.think_time or load.think_time
-    ready = plan.start_ns + (int(load.ramp_up * SECOND * user / users) if steady else 0)
+    ready = plan.user_ready_ns(user, users)
     while not ex.stop.requested and ready < plan.end_ns:
         if not await ex.sleep_until(ready - LEAD_NS):
             return
-        if not steady and user >= plan.level_at(max(ex.clock(), ready)):
+        if not plan.user_active(user, max(ex.clock(), ready)):
             ready = ex.clock() + int(MAX_NAP_S * SECOND)  # not active now: look again shortly
             continue
         await converse(ex, plan, next(issue_order), ready, user, profile)

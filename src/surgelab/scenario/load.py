@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from surgelab.scenario.base import PositiveSeconds, ScenarioModel, Seconds
 from surgelab.scenario.distributions import Distribution
-from surgelab.scenario.shapes import Shape
+from surgelab.scenario.shapes import BaseShape, Shape
 
 __all__ = ["Arrival", "Load", "DEFAULT_DURATION_S"]
 
@@ -57,9 +57,9 @@ class Load(ScenarioModel):
             raise ValueError("give exactly one of rate (open loop) or concurrency (closed loop)")
         if self.users is not None and self.rate is None:
             raise ValueError("users deals an open loop's schedule out to users: give it with rate, not concurrency")
-        if self.concurrency is not None and self.concurrency.type == "replay":
-            raise ValueError("a replay sets arrival times: use it as rate (open loop), not concurrency")
-        if self.ramp_up and (self.concurrency is None or self.concurrency.type != "steady"):
+        if self.concurrency is not None and self.concurrency.sets_arrivals:
+            raise ValueError(f"a {self.concurrency.type} sets arrival times: use it as rate (open loop), not concurrency")
+        if self.ramp_up and (self.concurrency is None or not self.concurrency.constant):
             raise ValueError(
                 "ramp_up spreads the start of a steady number of users (closed loop); "
                 + ("an open loop ramps with a rate shape, e.g. {type: ramp, start, end, over}" if self.rate is not None
@@ -74,9 +74,11 @@ class Load(ScenarioModel):
         return "open" if self.rate is not None else "closed"
 
     @property
-    def shape(self) -> Any:
+    def shape(self) -> BaseShape:
         """The level over time (requests/s or users)."""
-        return self.rate if self.rate is not None else self.concurrency
+        shape = self.rate if self.rate is not None else self.concurrency
+        assert shape is not None  # exactly one is given (_one_mode)
+        return shape
 
     @property
     def planned_duration(self) -> float:

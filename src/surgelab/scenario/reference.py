@@ -16,7 +16,7 @@ from pydantic_core import PydanticUndefined
 
 from surgelab.conditions import Threshold
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.shapes import Shape
+from surgelab.scenario.shapes import SHAPES
 
 __all__ = ["markdown"]
 
@@ -141,8 +141,8 @@ def markdown() -> str:
         _section(title, model, out, nested)
         queue = nested + queue
     out += ["## Shapes", "", "A load level over time, given as `rate` (requests/s) or `concurrency` (users).", ""]
-    for shape in typing.get_args(typing.get_args(Shape)[0]):
-        _section(f"type: {typing.get_args(shape.model_fields['type'].annotation)[0]}", shape, out, [])
+    for name in SHAPES.names:
+        _section(f"type: {name}", SHAPES[name], out, [])
     out += [
         "## `thresholds`",
         "",

@@ -27,7 +27,6 @@ from surgelab.load.identity import meta_row
 from surgelab.load.phases import PhasePlan, open_loop_offsets, plan_phases
 from surgelab.metrics.record import State
 from surgelab.scenario.model import Scenario
-from surgelab.scenario.shapes import Steady
 from surgelab.sim.agents import SimTask, offer_tools, tool_round
 from surgelab.sim.events import Call, Event, Rank
 from surgelab.sim.request import SECOND, SimOutcome, SimRequest
@@ -66,7 +65,6 @@ class _Source:
         self.issue = itertools.count()
         offsets = open_loop_offsets(scenario, plan.index) + plan.start_ns if self.load.mode == "open" else None
         self.offsets: list[int] | None = None if offsets is None else offsets.tolist()  # Python ints: read one by one
-        self.steady = isinstance(self.load.shape, Steady)
         self.users = self.load.users or 0
         self.waiting: dict[int, deque[int]] = {}
         """Dealt to users: the requests each busy user has yet to send (a user is busy while it has an entry)."""
@@ -115,7 +113,7 @@ class Traffic:
                     sampler = sampler.profile([self.scenario.seed, 21, src.plan.index, user])
                     think = sampler.cls.think_time or think
                 state = (rng, sampler, think)
-                ready = src.plan.start_ns + (int(src.load.ramp_up * SECOND * user / users) if src.steady else 0)
+                ready = src.plan.user_ready_ns(user, users)
                 events.append(Call(ready, Rank.ARRIVAL, self._user_ready, src, user, state))
         return events
 
@@ -172,7 +170,7 @@ class Traffic:
         plan = src.plan
         if sim.now >= plan.end_ns or self.stopped:
             return ()
-        if not src.steady and user >= plan.level_at(sim.now):
+        if not plan.user_active(user, sim.now):
             return [Call(sim.now + _NAP_NS, Rank.ARRIVAL, self._user_ready, src, user, state)]
         self.open_conversations += 1
         ctx = _Context(src, next(src.issue), user, 0, state[1])

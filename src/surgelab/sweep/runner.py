@@ -24,6 +24,7 @@ from surgelab.runner import run_scenario
 from surgelab.runner.preflight import ready
 from surgelab.scenario.loader import ScenarioError, build_scenario
 from surgelab.scenario.model import Scenario
+from surgelab.scenario.shapes import SHAPES
 from surgelab.sim import Fleet, fleet_error_bar, simulate
 from surgelab.sweep.breaking import analyse_break, break_shape
 from surgelab.sweep.capacity import sla_capacity, slo_thresholds, stop_reason
@@ -50,8 +51,8 @@ def level_scenario(
     if config.mode == "rate":
         new.update(rate=load, arrival=old["arrival"], cv=old["cv"], max_in_flight=old["max_in_flight"])
     else:
-        steady = isinstance(load, int | float)  # the breaking phase is a shape: it sets when its users start
-        new.update(concurrency=load, think_time=old.get("think_time", 0.0), ramp_up=config.ramp_up if steady else 0.0)
+        constant = SHAPES.of(load).constant  # the breaking phase is a shape: it sets when its users start
+        new.update(concurrency=load, think_time=old.get("think_time", 0.0), ramp_up=config.ramp_up if constant else 0.0)
     data.update(load=new, name=name, thresholds=[])
     data.pop("output", None)
     try:

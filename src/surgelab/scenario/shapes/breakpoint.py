@@ -9,7 +9,7 @@ from pydantic import Field
 
 from surgelab.conditions import Threshold
 from surgelab.scenario.base import PositiveSeconds
-from surgelab.scenario.shapes.base import BaseShape, Level
+from surgelab.scenario.shapes.base import BaseShape, Level, StopSteps
 from surgelab.scenario.shapes.step import Step
 
 __all__ = ["Breakpoint"]
@@ -17,6 +17,8 @@ __all__ = ["Breakpoint"]
 
 class Breakpoint(BaseShape):
     """Keep climbing in steps until a stop condition holds (or ``max`` is reached)."""
+
+    climbs = True
 
     type: Literal["breakpoint"]
     start: Level
@@ -41,6 +43,10 @@ class Breakpoint(BaseShape):
     @property
     def peak(self) -> float:
         return self._as_step().peak
+
+    @property
+    def stop_steps(self) -> StopSteps:
+        return StopSteps(self.hold, tuple(self.stop_when), self.start, self.step)
 
     def describe(self) -> str:
         until = " or ".join(t.expr for t in self.stop_when)

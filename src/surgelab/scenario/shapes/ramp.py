@@ -15,6 +15,8 @@ __all__ = ["Ramp"]
 class Ramp(BaseShape):
     """Linear from ``start`` to ``end`` over ``over``, then held at ``end``."""
 
+    climbs = True
+
     type: Literal["ramp"]
     start: Level
     end: Level

@@ -10,14 +10,17 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from surgelab.files import scenario_path
 from surgelab.scenario.base import Seconds
-from surgelab.scenario.shapes.base import BaseShape
+from surgelab.scenario.shapes.base import ArrivalProcess, BaseShape, Recorded
 from surgelab.traces import ReplayPlan, Trace, read_trace_cached, replay_plan
+from surgelab.units import SECOND
 
 __all__ = ["Replay"]
 
 
 class Replay(BaseShape):
     """Arrival times (and by default request lengths) taken from a recorded trace; open loop only."""
+
+    sets_arrivals = True
 
     type: Literal["replay"]
     trace: str = Field(description="Trace or dataset file; a relative path is relative to the scenario file.")
@@ -45,6 +48,14 @@ class Replay(BaseShape):
     def load(self) -> ReplayPlan:
         """The trace read and windowed."""
         return replay_plan(self.read(), self.speed, self.start, self.end, self.rate, self.skip_failed)
+
+    def offsets_ns(self, duration: float, arrivals: ArrivalProcess) -> np.ndarray:
+        """The trace's own send times within ``duration``: no arrival process is drawn."""
+        offsets_ns = self.load().offsets_ns
+        return offsets_ns[offsets_ns < int(duration * SECOND)]
+
+    def recorded(self) -> Recorded | None:
+        return Recorded(self.load(), self.block_size) if self.lengths else None
 
     def level(self, t: np.ndarray) -> np.ndarray:
         """The replay's rate over time, counted in one-second bins."""

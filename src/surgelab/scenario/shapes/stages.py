@@ -22,6 +22,8 @@ class Stage(BaseModel):
 class Stages(BaseShape):
     """k6's stages: move linearly to each ``target`` over its ``duration`` (paste a k6 plan)."""
 
+    climbs = True
+
     type: Literal["stages"]
     start: Level = Field(0.0, description="Level before the first stage (k6's startRate / startVUs).")
     stages: list[Stage] = Field(min_length=1)

@@ -16,6 +16,8 @@ __all__ = ["Step"]
 class Step(BaseShape):
     """Start, then add ``step`` every ``hold`` until ``max``: the stress method's staircase."""
 
+    climbs = True
+
     type: Literal["step"]
     start: Level
     step: Annotated[float, Field(gt=0)]
