@@ -495,7 +495,9 @@ class HttpPool:
             fields = _header_bytes({k: v for k, v in merged.items() if v is not None})
         else:
             fields = self._header_bytes
-        length = b"Content-Length: %d\r\n" % len(body or b"") if body is not None or method not in ("GET", "HEAD") else b""
+        length = (
+            b"Content-Length: %d\r\n" % len(body or b"") if body is not None or method not in ("GET", "HEAD") else b""
+        )
         target, host = endpoint.path, b"" if self._own_host else b"Host: %s\r\n" % endpoint.host_header
         proxy = self.proxy(endpoint) if not endpoint.key[0] else None
         if proxy is not None:  # plain HTTP through a proxy: the absolute URL on the request line

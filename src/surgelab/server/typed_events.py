@@ -114,7 +114,11 @@ class MessagesAnswer:
         self.id = "msg_" + request_id
         self.model = model
         self.prompt_tokens = prompt_tokens
-        delta: dict[str, Any] = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": _HOLE}}
+        delta: dict[str, Any] = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": _HOLE},
+        }
         self._before, self._after = _split(delta["type"], delta)
 
     def _message(self, content: list[dict[str, Any]], stop: str | None, output_tokens: int) -> dict[str, Any]:
