@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels
+from surgelab.analysis.columns import ColumnSource, Gaps, Labels, labels, plain
 from surgelab.analysis.stats import distribution, gap_distribution
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordBuffer, RecordMeta
@@ -83,3 +83,13 @@ def test_a_run_directory_is_read_by_column_and_an_unsorted_file_whole(tmp_path):
     unsorted = ColumnSource(tmp_path)
     assert unsorted.path is None  # not as a merge writes it: read whole, ordered by id
     assert np.array_equal(unsorted.floats("end_ns"), [100, np.nan, 102, 103], equal_nan=True)
+
+
+def test_a_table_without_a_column_every_record_has_is_named_not_a_crash_later():
+    """``column`` is for what every version of the records holds (times, warm-up): a table without
+    one is not surgelab's records, said with the column's name (``numpy`` gives None for newer ones)."""
+    source = ColumnSource(pa.table({"id": pa.array([1, 2], type=pa.int64())}))
+    assert source.numpy("end_ns", plain) is None
+    with pytest.raises(ValueError, match="no end_ns column"):
+        source.column("end_ns", plain)
+    assert source.column("id", plain).tolist() == [1, 2]

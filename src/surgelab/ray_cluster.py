@@ -5,6 +5,7 @@ Ray is optional (``pip install 'surgelab[ray]'``): it is imported only when a co
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __all__ = ["RayUnavailable", "connect"]
@@ -23,9 +24,9 @@ def connect(address: str) -> Any:
     if not ray.is_initialized():
         try:
             if address == "local":
-                ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                ray.init(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
             else:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayUnavailable(f"--ray {address}: cannot connect to a Ray cluster: {exc}") from None
     return ray

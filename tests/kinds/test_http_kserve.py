@@ -49,6 +49,20 @@ def test_a_wrong_template_is_an_http_error_with_the_servers_reason(kserve, scena
     assert summary["requests"]["ok"] == 0 and summary["requests"]["by_state"]["http_error"] > 0
 
 
+def test_a_post_without_a_body_is_sent_with_a_zero_length(kserve, scenario_for, run, tmp_path):
+    """A template with no body still POSTs (Content-Length: 0): the server answers it (here 400, not
+    JSON) instead of the client failing to build the request (it took len() of the missing body)."""
+    before = _stats(kserve)["rejected"]
+    scenario = scenario_for(
+        kserve + "/v1", model="llama", load={"rate": 10, "duration": "0.5s"}, preflight=False,
+        workload={"kind": "http", "http": {"path": "/v2/models/{model}/infer"}},
+    )  # fmt: skip
+    summary = run(scenario, tmp_path).summary
+    sent = summary["requests"]["scheduled"]
+    assert sent > 0 and summary["requests"]["by_state"]["http_error"] == sent
+    assert _stats(kserve)["rejected"] - before == sent, "every request reached the server"
+
+
 @pytest.mark.parametrize(
     ("template", "values", "expected"),
     [

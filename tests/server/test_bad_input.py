@@ -61,3 +61,19 @@ def test_the_sdk_raises_not_found_for_another_model(tiny_server):
     sdk = openai.OpenAI(base_url=tiny_server.base_url, api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError, match="The model `gpt-4o` does not exist"):
         sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+
+
+def test_a_nested_multipart_part_in_a_transcription_form_is_a_400(http):
+    """A form part that is itself multipart has no field name or bytes to read: it was a 500."""
+    import urllib.request
+
+    body = (b'--outer\r\nContent-Disposition: form-data; name="file"\r\n'
+            b"Content-Type: multipart/mixed; boundary=inner\r\n\r\n"
+            b"--inner\r\nContent-Type: application/octet-stream\r\n\r\nabc\r\n--inner--\r\n\r\n--outer--\r\n")  # fmt: skip
+    request = urllib.request.Request(
+        http.root + "/v1/audio/transcriptions", data=body, method="POST",
+        headers={"Content-Type": "multipart/form-data; boundary=outer"},
+    )  # fmt: skip
+    reply = http._send(request, 10.0)
+    assert reply.status == 400
+    assert "nested multipart" in reply.json()["error"]["message"]

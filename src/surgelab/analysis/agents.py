@@ -56,15 +56,20 @@ def tools_block(c: Any) -> dict[str, Any] | None:
 
 def agents_block(c: Any, scenario: Scenario) -> dict[str, Any] | None:
     """Per agent class: its tasks (completed, time, SLO) and each step's requests, latency and span."""
-    classes = [cls for phase in scenario.phase_list for cls in scenario.workload_of(phase).classes if cls.agent]
-    if not classes or not c.source.has("step"):
+    agents = {
+        cls.name: (cls, cls.agent)
+        for phase in scenario.phase_list
+        for cls in scenario.workload_of(phase).classes
+        if cls.agent is not None
+    }
+    if not agents or not c.source.has("step"):
         return None
     step = labels(c.source, "step")
     session = c.source.numpy("session", plain)
     tool_calls = c.source.floats("tool_calls")
     failed = ~(c.state == "ok")
     out: dict[str, Any] = {}
-    for cls in {cls.name: cls for cls in classes}.values():
+    for cls, agent in agents.values():
         rows = np.flatnonzero((c.request_class == cls.name) & (step != "None"))
         tasks, order = np.unique(session[rows], return_inverse=True)
         warm = np.zeros(tasks.size, dtype=bool)
@@ -72,7 +77,7 @@ def agents_block(c: Any, scenario: Scenario) -> dict[str, Any] | None:
         keep = ~warm[order]
         rows, order = rows[keep], order[keep]
         block = _tasks(c, cls, rows, order, tasks, step, tool_calls, failed, ~warm)
-        block["steps"] = {name: _step(c, rows, order, step == name, tool_calls) for name in cls.agent.step_names()}
+        block["steps"] = {name: _step(c, rows, order, step == name, tool_calls) for name in agent.step_names()}
         out[cls.name] = block
     return out
 

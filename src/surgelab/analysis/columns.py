@@ -70,6 +70,13 @@ class ColumnSource:
         empty = pa.array([], type=self.table.schema.field(name).type)
         return np.concatenate([convert(batch) for batch in self.batches(name)] or [convert(empty)])
 
+    def column(self, name: str, convert: Callable[[pa.Array], np.ndarray]) -> np.ndarray:
+        """``numpy`` of a column every record has (the schema's first version had it)."""
+        values = self.numpy(name, convert)
+        if values is None:
+            raise ValueError(f"the records have no {name} column: not surgelab's records")
+        return values
+
     def floats(self, name: str) -> np.ndarray:
         """A numeric column as float64, NaN where null (all NaN when the records predate it)."""
         values = self.numpy(name, floats)
@@ -280,7 +287,7 @@ class _Summary:
         index = np.searchsorted(np.cumsum(self._counts), ranks, side="right")
         return self.f(self._values[index])
 
-    def quantiles(self, q: np.ndarray) -> np.ndarray:
+    def quantiles(self, q: float | np.ndarray) -> np.ndarray:
         """``np.quantile(values, q)`` (linear method): the neighbouring order statistics, interpolated as numpy does."""
         virtual = (self.n - 1) * np.atleast_1d(np.asarray(q, dtype=np.float64))
         below = np.floor(virtual)

@@ -71,7 +71,7 @@ def _ended_s(source: ColumnSource, rows: np.ndarray) -> np.ndarray:
     out = np.full(rows.size, np.nan)
     for column in ("intended_ns", "end_ns"):  # the end wins where there is one
         if source.has(column):
-            t = source.numpy(column, seconds)[rows]
+            t = source.column(column, seconds)[rows]
             out = np.where(np.isfinite(t), t, out)
     return out
 

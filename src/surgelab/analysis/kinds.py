@@ -39,14 +39,16 @@ class _Units:
     """Unit and step columns, read only when a kind that reports them is present."""
 
     def __init__(self, c: Any) -> None:
-        self._c, self._floats, self._steps = c, {}, None
+        self._c = c
+        self._floats: dict[str, np.ndarray] = {}
+        self._steps: list[Any] | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._floats:
             self._floats[name] = self._c.source.floats(name)
         return self._floats[name]
 
-    def steps(self) -> list:
+    def steps(self) -> list[Any]:
         if self._steps is None:
             source = self._c.source
             has = source.has("step_ms")

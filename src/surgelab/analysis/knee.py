@@ -44,8 +44,8 @@ def _normalise(v: np.ndarray) -> np.ndarray:
 
 
 def kneedle(
-    x: Sequence[float],
-    y: Sequence[float],
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     curve: Literal["concave", "convex"] = "concave",
     smooth: int = 0,
     min_strength: float = MIN_STRENGTH,

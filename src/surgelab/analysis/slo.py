@@ -26,7 +26,7 @@ _FIELDS = ("ttft", "itl", "tpot", "e2e")
 def objectives(scenario: Scenario, tier: str, kind: str) -> Slo:
     """The objectives a request of ``tier`` and ``kind`` is judged by (before ``fitting``)."""
     own_tier = scenario.tiers[tier].slo if tier in scenario.tiers else Slo()
-    own_kind = scenario.kinds[kind].slo if kind in scenario.kinds else Slo()  # type: ignore[index,operator]
+    own_kind = scenario.kinds[kind].slo if kind in scenario.kinds else Slo()
     values = {}
     for name in _FIELDS:
         chosen = (getattr(s, name) for s in (own_tier, own_kind, scenario.slo))

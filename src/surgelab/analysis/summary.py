@@ -7,7 +7,7 @@ summarises a live run, a crashed run's leftovers and (later) a simulated run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,22 @@ SUMMARY_VERSION = 2  # 2: every request that did not succeed counts against the 
 
 
 @dataclass(frozen=True)
-class RunInfo:
-    """Facts about the run that the records alone do not hold (from ``run.json``).
+class Planned:
+    """The run's planned times: ``run.json``'s, or what the scenario says (phase jitter not included)."""
 
-    Planned times default to what the scenario says (phase jitter not included).
-    """
+    duration_s: float
+    window_start_s: float  # the earliest end of a phase's warm-up
+    phase_windows: dict[str, tuple[float, float]]  # per phase: (warm-up end, planned end)
+
+    def phase_window(self, name: str, run: Window) -> Window:
+        """A phase's own measurement window, cut where the run stopped."""
+        start, end = self.phase_windows.get(name, (run.start, run.end))
+        return Window(start, max(min(end, run.end), start))
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Facts about the run that the records alone do not hold (from ``run.json``)."""
 
     started_at: str | None = None
     stop_reason: str = "unknown"
@@ -78,15 +89,15 @@ class RunInfo:
             failover=data.get("failover"),
         )
 
-    def resolved(self, scenario: Scenario) -> RunInfo:
-        planned = self.planned_duration_s if self.planned_duration_s is not None else scenario.planned_duration
+    def planned(self, scenario: Scenario) -> Planned:
+        duration = self.planned_duration_s if self.planned_duration_s is not None else scenario.planned_duration
         start = self.window_start_s
         if start is None:
             start = min(p.start + p.load.warmup for p in scenario.phase_list)
         phases = self.phase_windows
         if phases is None:
             phases = {p.name: (p.start + p.load.warmup, p.start + p.load.planned_duration) for p in scenario.phase_list}
-        return replace(self, planned_duration_s=planned, window_start_s=start, phase_windows=phases)
+        return Planned(duration, start, phases)
 
 
 class RecordColumns:
@@ -110,11 +121,11 @@ class RecordColumns:
         self.usage_source = labels(source, "usage_source")
         self.target = labels(source, "target")
         self.kind = labels(source, "kind")
-        self.warmup = source.numpy("warmup", plain).astype(bool)
-        self.intended = source.numpy("intended_ns", seconds)
-        self.sent = source.numpy("sent_ns", seconds)
-        self.first_token = source.numpy("first_token_ns", seconds)
-        self.end = source.numpy("end_ns", seconds)
+        self.warmup = source.column("warmup", plain).astype(bool)
+        self.intended = source.column("intended_ns", seconds)
+        self.sent = source.column("sent_ns", seconds)
+        self.first_token = source.column("first_token_ns", seconds)
+        self.end = source.column("end_ns", seconds)
         self.prompt = source.floats("prompt_tokens")
         self.intended_prompt = source.floats("intended_prompt_tokens")
         self.output = source.floats("output_tokens")
@@ -144,17 +155,17 @@ class RecordColumns:
 
 def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo) -> dict[str, Any]:
     """The summary of a table of records, or of a run directory's ``records.parquet`` read column by column."""
-    info = info.resolved(scenario)
+    planned = info.planned(scenario)
     c = RecordColumns(records)
     c.first_token_rows = kinds_of(c, scenario).isin(KINDS.having("first_token"))
     warmup_only = bool(c.warmup.size) and bool(c.warmup.all())
     if warmup_only:  # stopped before the warm-up ended: the warm-up is all there is to report
         c.warmup = np.zeros_like(c.warmup)
-    window_start = 0.0 if warmup_only else info.window_start_s
+    window_start = 0.0 if warmup_only else planned.window_start_s
     window_end = info.stopped_at_s
     if window_end is None:  # crashed run: the records tell how far it got
         finite = c.end[~np.isnan(c.end)]
-        window_end = min(info.planned_duration_s, float(finite.max()) if finite.size else info.planned_duration_s)
+        window_end = min(planned.duration_s, float(finite.max()) if finite.size else planned.duration_s)
     window_end = max(window_end, window_start)
     window = Window(window_start, window_end)
 
@@ -180,7 +191,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
         "mode": _mode(scenario),
         "target": {"url": redact_url(scenario.target.base_url), "model": scenario.target.model,
                    "endpoint": scenario.target.endpoint, "stream": scenario.target.stream},  # fmt: skip
-        "load": _load(scenario, info),
+        "load": _load(scenario, planned),
         "stop_reason": info.stop_reason,
         "duration_s": window.length,
         "window": {"start_s": window.start, "end_s": window.end},
@@ -215,7 +226,7 @@ def summarize(records: pa.Table | Path | str, scenario: Scenario, info: RunInfo)
             "usage_source": overall["tokens"]["usage_source"],
         },
         "prompt_lengths": _prompt_lengths(c, scenario.tokenizer),
-        "by_phase": _breakdown(c, c.phase, lambda name: _phase_window(info, name, window), scenario),
+        "by_phase": _breakdown(c, c.phase, lambda name: planned.phase_window(name, window), scenario),
         "by_class": _breakdown(c, c.request_class, window, scenario),
         "by_tier": _breakdown(c, c.tier, window, scenario, tiers=True),
         "by_kind": by_kind(c, window, scenario),
@@ -381,12 +392,6 @@ def _block(c: RecordColumns, rows: np.ndarray, window: Window, scenario: Scenari
     }
 
 
-def _phase_window(info: RunInfo, name: str, run: Window) -> Window:
-    """A phase's own measurement window, cut where the run stopped."""
-    start, end = (info.phase_windows or {}).get(name, (run.start, run.end))
-    return Window(start, max(min(end, run.end), start))
-
-
 def _breakdown(
     c: RecordColumns, labels: Labels, window: Window | Callable[[str], Window], scenario: Scenario, tiers: bool = False
 ) -> dict[str, Any]:
@@ -414,7 +419,7 @@ def _mode(scenario: Scenario) -> str:
     return modes.pop() if len(modes) == 1 else "mixed"
 
 
-def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
+def _load(scenario: Scenario, planned: Planned) -> dict[str, Any]:
     """The load as planned: the single phase's figures, and every phase described."""
     phases = scenario.phase_list
     first = phases[0].load
@@ -423,8 +428,8 @@ def _load(scenario: Scenario, info: RunInfo) -> dict[str, Any]:
         "rate": first.shape.peak if single and first.mode == "open" else None,
         "arrival": first.arrival.value if single and first.mode == "open" else None,
         "concurrency": first.shape.peak if single and first.mode == "closed" else None,
-        "planned_duration_s": info.planned_duration_s,
-        "warmup_s": info.window_start_s,
+        "planned_duration_s": planned.duration_s,
+        "warmup_s": planned.window_start_s,
         "phases": [{"name": p.name, "mode": p.load.mode, "start_s": p.start, "shape": p.load.describe()} for p in phases],
     }
 

@@ -48,9 +48,6 @@ from surgelab.cli import commands_sweep  # noqa: E402,F401,I001
 from surgelab.cli import commands_simulate  # noqa: E402,F401,I001
 from surgelab.cli import commands_telemetry  # noqa: E402,F401,I001
 from surgelab.cli import commands_twin  # noqa: E402,F401,I001
-from surgelab.cli.panels import apply_panels  # noqa: E402,I001
-
-apply_panels(commands_run.run)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from surgelab.cli.common import (
     warn,
     warn_insecure,
 )
+from surgelab.cli.panels import apply_panels
 from surgelab.scenario.model import Scenario, slug
 from surgelab.yamlfile import DuplicateKeyError, load_yaml
 
@@ -197,6 +198,9 @@ def run(
             board.stop()
 
 
+apply_panels(run)  # each option's help panel, set before the CLI is built
+
+
 def _exporter(name: str, port: int, host: str, token_env: str | None = None) -> Any:
     from surgelab.exposure import exposure_error, token_from_env
     from surgelab.telemetry.exporter import Exporter
@@ -236,7 +240,7 @@ def execute(
     api_key = api_key_of(scenario.target)
     if scenario.target.api_key_env and not api_key:
         console.print(f"[yellow]warning:[/] ${scenario.target.api_key_env} is not set; sending without an API key")
-    warn_insecure(console, list(scenario.targets or [scenario.target]))
+    warn_insecure(console, scenario.targets if scenario.targets else [scenario.target])
     if run_dir is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(scenario.output.dir or f"runs/{scenario.name}-{stamp}")

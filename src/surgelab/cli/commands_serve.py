@@ -105,7 +105,8 @@ def serve_command(
         raise typer.Exit(2)
     try:
         engine_profile = load_profile(profile)
-        engine_profile = dataclasses.replace(engine_profile, **{k: v for k, v in overrides.items() if v is not None})
+        given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}  # EngineProfile fields by name
+        engine_profile = dataclasses.replace(engine_profile, **given)
         errors = engine_profile.validate()
         if errors:
             raise ProfileError("; ".join(errors))

@@ -4,7 +4,7 @@ loading, the target's TLS and proxy flags (``run`` and ``probe``), the live dash
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,7 +109,7 @@ def with_network_flags(target: TargetT, **flags: Any) -> TargetT:
         raise fail(f"{flag}: {error['msg'].removeprefix('Value error, ')}") from None
 
 
-def warn_insecure(console: Console, targets: list[Target]) -> None:
+def warn_insecure(console: Console, targets: Sequence[Target]) -> None:
     """The red line before anything is sent to an https:// target whose certificate is not checked."""
     for target in targets:
         if target.tls.insecure and target.base_url.startswith("https:"):

@@ -281,7 +281,7 @@ class Response:
         self.keep_alive_terms: tuple[int | None, int | None] = (None, None)
         self._chunks: deque[bytes] = deque()
         self._pending = b""  # already decoded bytes a read(n) did not hand out
-        self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self._decoder: zlib._Decompress | None = None
 
     @property
     def unread(self) -> bool:
@@ -484,16 +484,20 @@ class HttpPool:
         return self._proxies[key]
 
     def request(
-        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
+        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str | None] | None = None
     ) -> _Exchange:
-        """The exchange to enter; the request's bytes are built here, before anything is timed."""
+        """The exchange to enter; the request's bytes are built here, before anything is timed.
+
+        ``headers`` are added to the pool's, a None leaving one of the pool's out."""
         endpoint = _endpoint(url)
         if headers:
             merged = {**self._headers, **headers}
             fields = _header_bytes({k: v for k, v in merged.items() if v is not None})
         else:
             fields = self._header_bytes
-        length = b"Content-Length: %d\r\n" % len(body) if body is not None or method not in ("GET", "HEAD") else b""
+        length = (
+            b"Content-Length: %d\r\n" % len(body or b"") if body is not None or method not in ("GET", "HEAD") else b""
+        )
         target, host = endpoint.path, b"" if self._own_host else b"Host: %s\r\n" % endpoint.host_header
         proxy = self.proxy(endpoint) if not endpoint.key[0] else None
         if proxy is not None:  # plain HTTP through a proxy: the absolute URL on the request line

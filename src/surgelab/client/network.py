@@ -81,7 +81,7 @@ def proxy_url(url: str, setting: str = "env") -> str | None:
     chosen = proxies.get(parts.scheme)
     if not chosen:
         return None
-    if urllib.request.proxy_bypass_environment(parts.netloc, proxies):
+    if urllib.request.proxy_bypass_environment(parts.netloc, proxies):  # type: ignore[attr-defined]  # CPython's, not in typeshed
         return None
     return chosen
 
@@ -123,6 +123,7 @@ def request_options(url: str, tls: Tls, proxy: str = "env") -> dict[str, Any]:
 
 async def _tcp(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
     """A connected non-blocking TCP socket; numeric addresses are not sent through the resolver."""
+    addresses: list[tuple[socket.AddressFamily, tuple[Any, ...]]]
     try:
         ip = ipaddress.ip_address(host.strip("[]"))
         family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET

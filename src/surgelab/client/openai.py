@@ -54,9 +54,10 @@ class OpenAIClient:
     def kind_of(self, spec: RequestSpec) -> str:
         return spec.kind or spec.endpoint or self.target.endpoint
 
-    def body(self, spec: RequestSpec) -> dict[str, Any]:
-        """The JSON body for ``spec``; public so previews and tests can show it."""
-        return orjson.loads(self.kinds[self.kind_of(spec)].call(spec).data)
+    def body(self, spec: RequestSpec) -> dict[str, Any] | None:
+        """The JSON body for ``spec`` (None for a request without one, an http GET); public so previews and tests can show it."""
+        data = self.kinds[self.kind_of(spec)].call(spec).data
+        return None if data is None else orjson.loads(data)
 
     async def send(self, spec: RequestSpec, out: Outcome, at_ns: int | None = None) -> None:
         """Send ``spec`` (its bytes ready, then sent at ``at_ns`` if that is still ahead) into ``out``."""

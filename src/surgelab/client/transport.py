@@ -59,7 +59,8 @@ class HttpCall:
     url: str
     data: bytes | None = None
     method: str = "POST"
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str | None] = field(default_factory=dict)
+    """Added to the client's headers; a None leaves one of them out (``x-api-key`` sends no Authorization)."""
     auth: str = "bearer"
     """How the API key goes: ``bearer`` (``Authorization: Bearer``) or ``x-api-key`` (Anthropic's header)."""
 
@@ -224,7 +225,7 @@ class Transport:
             return f"not followed: a {status} would turn this {method} into a GET; point target.url at the new address"
         return None
 
-    def _without_secrets(self, headers: Mapping[str, str]) -> dict[str, str | None]:
+    def _without_secrets(self, headers: Mapping[str, str | None]) -> dict[str, str | None]:
         """``headers`` with every credential removed: a redirect to another origin does not take the key along."""
         dropped: dict[str, str | None] = {name: None for name in self.headers if _SECRET_HEADER.search(name)}
         return {**dropped, **{k: v for k, v in headers.items() if not _SECRET_HEADER.search(k)}}

@@ -60,6 +60,10 @@ def _pct(values: array, q: float) -> float | None:
     return float(np.percentile(np.frombuffer(values, dtype=np.float64), q))
 
 
+_REDUCE: dict[str, Callable[[np.ndarray], Any]] = {"mean": np.mean, "max": np.max, "min": np.min}
+"""A threshold's aggregation other than a percentile."""
+
+
 class _Accumulator:
     """Measured (post-warm-up) outcomes: counts and latency samples in milliseconds."""
 
@@ -108,7 +112,7 @@ class _Accumulator:
             return None
         data = np.frombuffer(values, dtype=np.float64)
         agg = threshold.aggregation
-        reduce = {"mean": np.mean, "max": np.max, "min": np.min}.get(agg)
+        reduce = _REDUCE.get(agg)
         ms = reduce(data) if reduce else np.percentile(data, float(agg[1:]))
         return float(ms) / 1000.0
 

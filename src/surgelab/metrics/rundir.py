@@ -97,7 +97,8 @@ def prepare_run_dir(path: Path, scenario: Scenario) -> Path:
 
 
 class _Phase(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: a scenario's Phase is frozen
 
 
 class PlannedPhase(Protocol):

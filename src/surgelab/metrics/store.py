@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import threading
 from array import array
 from collections.abc import Callable, Iterator
@@ -319,7 +320,7 @@ def _pieces(run_dir: Path, stem: str, key: str) -> list[Piece]:
         except (OSError, pa.ArrowInvalid):
             continue  # a part cut short by a crash holds nothing readable
         if lows:
-            pieces.append((min(lows), lambda part=part: _unmerged(pq.read_table(part), key, merged_keys)))
+            pieces.append((min(lows), functools.partial(_unmerged, part, key, merged_keys)))
     return pieces
 
 
@@ -338,10 +339,11 @@ class _Rows:
     """A stream of record batches read as tables of a chosen number of rows."""
 
     def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
-        self._batches, self._pending = batches, None
+        self._batches = batches
+        self._pending: pa.Table | None = None
 
     def take(self, n: int) -> pa.Table:
-        tables = [] if self._pending is None else [self._pending]
+        tables: list[pa.Table] = [] if self._pending is None else [self._pending]
         have = sum(t.num_rows for t in tables)
         while have < n and (batch := next(self._batches, None)) is not None:
             tables.append(pa.Table.from_batches([batch]))
@@ -359,8 +361,9 @@ def _smallest(file: pq.ParquetFile, group: int, key: str) -> int:
     return pc.min(file.read_row_group(group, columns=[key])[key]).as_py()
 
 
-def _unmerged(part: pa.Table, key: str, merged_keys: pa.ChunkedArray | None) -> pa.Table:
+def _unmerged(path: Path, key: str, merged_keys: pa.ChunkedArray | None) -> pa.Table:
     """The rows of a part not yet in the merged file (a merge interrupted before it removed its parts)."""
+    part = pq.read_table(path)
     if merged_keys is None:
         return part
     return part.filter(pc.invert(pc.is_in(part[key], value_set=merged_keys)))

@@ -450,9 +450,7 @@ def _robust(scenario: Scenario, outcome: Outcome, space: SearchSpace, base: Path
 
 def _pareto(outcomes: list[Outcome]) -> list[Outcome]:
     """Passing configurations no other beats on both cost and P99 E2E."""
-    points = [
-        (o.cost_per_hour, o.latency.p99_e2e_ms if o.latency else math.inf, o) for o in outcomes if o.status == "passed"
-    ]
+    points = [(_cost(o), _p99_e2e(o), o) for o in outcomes if o.status == "passed"]
     points.sort(key=lambda p: (p[0], p[1]))
     front, best = [], math.inf
     for _, latency, o in points:
@@ -498,7 +496,7 @@ def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int =
             for o in pool.map(_evaluate, jobs):
                 done.append(o)
                 if o.status == "passed":
-                    cost = o.cost_per_hour
+                    cost = _cost(o)
                     best = cost if best is None else min(best, cost)
                     say(f"  {o.candidate.label()}: {o.replicas_text} replicas pass ({cost:,.2f}/h)")
     by_label = {o.candidate.label(): o for o in done}
@@ -507,16 +505,16 @@ def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int =
     # a tie at its cost is checked only if it is faster, as the winner among equals is the fastest
     winner: Outcome | None = None
     for o in sorted(
-        (o for o in outcomes if o.status == "passed"), key=lambda o: (o.cost_per_hour, o.candidate.label())
+        (o for o in outcomes if o.status == "passed"), key=lambda o: (_cost(o), o.candidate.label())
     ):
-        if winner is not None and (o.cost_per_hour, _p99_e2e(o)) >= (winner.cost_per_hour, _p99_e2e(winner)):
-            if o.cost_per_hour > winner.cost_per_hour:
+        if winner is not None and (_cost(o), _p99_e2e(o)) >= (_cost(winner), _p99_e2e(winner)):
+            if _cost(o) > _cost(winner):
                 break
             continue
         _robust(scenario, o, space, base)
         if o.robust_replicas is not None:
             say(f"  {o.candidate.label()}: {o.replicas_text} replicas hold at the model's slow end and other seeds")
-            if winner is None or (o.cost_per_hour, _p99_e2e(o)) < (winner.cost_per_hour, _p99_e2e(winner)):
+            if winner is None or (_cost(o), _p99_e2e(o)) < (_cost(winner), _p99_e2e(winner)):
                 winner = o
     simulations = sum(len(o.trials) for o in outcomes)
     bar = error_bar(load_profile(winner.candidate.deployment(space.max_model_len, base), base)) if winner else None
@@ -524,8 +522,16 @@ def search(space: SearchSpace, base: Path, scenario: Scenario, *, workers: int =
                         time.perf_counter() - started, peak)  # fmt: skip
 
 
+def _cost(outcome: Outcome) -> float:
+    """What a configuration costs per hour, for ranking: one without a count (never passed) last."""
+    cost = outcome.cost_per_hour
+    return math.inf if cost is None else cost
+
+
 def _p99_e2e(outcome: Outcome) -> float:
-    return outcome.latency.p99_e2e_ms if outcome.latency else math.inf
+    """Its passing trial's P99 E2E, for ranking: none (or a trial without one) last."""
+    latency = outcome.latency
+    return math.inf if latency is None or latency.p99_e2e_ms is None else latency.p99_e2e_ms
 
 
 def _pool(workers: int, ray: str | None) -> tuple[Any, int]:

@@ -30,7 +30,7 @@ _WORD = re.compile(r"[a-z]+")
 
 def model_families(ids: list[str]) -> list[str]:
     """The families named in model ids (``Qwen/Qwen2.5-7B-Instruct`` → ``qwen``), sorted."""
-    found = set()
+    found: set[str] = set()
     for model in ids:
         words = _WORD.findall(model.lower())
         found.update(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import Any
@@ -87,7 +88,7 @@ def zone(name: str | None) -> tzinfo:
         raise HistoryError(f"unknown time zone {name!r} (an IANA name such as UTC or Asia/Shanghai)") from None
 
 
-def _median(values: list[float | None]) -> float | None:
+def _median(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
 

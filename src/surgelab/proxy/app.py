@@ -116,9 +116,9 @@ class FaultProxy:
             await asyncio.sleep(delay)
         if error:
             self.stats.injected_errors += 1
-            message = {"error": {"message": f"injected by surgelab proxy: HTTP {faults.error_status}", "type": "proxy_fault"}}
+            injected = {"error": {"message": f"injected by surgelab proxy: HTTP {faults.error_status}", "type": "proxy_fault"}}
             headers = {"Retry-After": "1"} if faults.error_status in (429, 503) else None
-            return web.json_response(message, status=faults.error_status, headers=headers)
+            return web.json_response(injected, status=faults.error_status, headers=headers)
         if drop and drop_at_start:
             return self._drop(request)
         assert self._session is not None

@@ -6,7 +6,7 @@ looked at before anything is installed or sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 import numpy as np
@@ -15,8 +15,11 @@ __all__ = ["terminal_chart", "terminal_bars", "svg_line_chart", "svg_bar_chart"]
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
+Numbers = Sequence[float] | np.ndarray
+"""What a chart plots: a list of numbers or a numpy array of them."""
 
-def terminal_chart(values: Sequence[float], width: int = 60, height: int = 8, label: str = "") -> str:
+
+def terminal_chart(values: Numbers, width: int = 60, height: int = 8, label: str = "") -> str:
     """An area chart of ``values`` resampled to ``width`` columns, ``height`` rows of blocks."""
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -34,12 +37,12 @@ def terminal_chart(values: Sequence[float], width: int = 60, height: int = 8, la
     return "\n".join(rows)
 
 
-def terminal_bars(edges: Sequence[float], counts: Sequence[int], width: int = 40) -> str:
+def terminal_bars(edges: Numbers, counts: Numbers, width: int = 40) -> str:
     """A horizontal histogram: one line per bin."""
-    counts = np.asarray(counts)
-    top = counts.max() if counts.size and counts.max() else 1
+    bins = np.asarray(counts)
+    top = bins.max() if bins.size and bins.max() else 1
     lines = []
-    for lo, hi, n in zip(edges[:-1], edges[1:], counts):
+    for lo, hi, n in zip(edges[:-1], edges[1:], bins):
         bar = "█" * int(round(n / top * width))
         lines.append(f"{lo:>8.0f}–{hi:<8.0f} {bar} {n}")
     return "\n".join(lines)
@@ -54,7 +57,7 @@ def _frame(width: int, height: int, title: str, body: str) -> str:
 
 
 def svg_line_chart(
-    series: dict[str, tuple[Sequence[float], Sequence[float]]], title: str, x_label: str, y_label: str,
+    series: Mapping[str, tuple[Numbers, Numbers]], title: str, x_label: str, y_label: str,
     width: int = 720, height: int = 260,
 ) -> str:  # fmt: skip
     """Several (x, y) series on shared axes."""
@@ -73,8 +76,8 @@ def svg_line_chart(
             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + h}" stroke="#888"/>']  # fmt: skip
     for k in range(5):
         yv = y_max * k / 4
-        y = top + h - k / 4 * h
-        body.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
+        tick = top + h - k / 4 * h
+        body.append(f'<text x="{left - 4}" y="{tick + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
         xv = x_max * k / 4
         body.append(f'<text x="{left + k / 4 * w:.1f}" y="{top + h + 14}" text-anchor="middle">{xv:.3g}</text>')
     body.append(f'<text x="{left + w / 2}" y="{height - 4}" text-anchor="middle">{escape(x_label)}</text>')
@@ -86,15 +89,15 @@ def svg_line_chart(
     return _frame(width, height, title, "".join(body))
 
 
-def svg_bar_chart(edges: Sequence[float], counts: Sequence[int], title: str, x_label: str, width: int = 350, height: int = 200) -> str:
+def svg_bar_chart(edges: Numbers, counts: Numbers, title: str, x_label: str, width: int = 350, height: int = 200) -> str:
     """A histogram."""
     left, right, top, bottom = 40, 8, 24, 34
-    counts = np.asarray(counts, dtype=float)
+    bins = np.asarray(counts, dtype=float)
     w, h = width - left - right, height - top - bottom
-    top_count = counts.max() if counts.size and counts.max() else 1.0
-    bw = w / max(len(counts), 1)
+    top_count = bins.max() if bins.size and bins.max() else 1.0
+    bw = w / max(len(bins), 1)
     body = [f'<line x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}" stroke="#888"/>']
-    for i, n in enumerate(counts):
+    for i, n in enumerate(bins):
         bh = n / top_count * h
         body.append(f'<rect x="{left + i * bw:.1f}" y="{top + h - bh:.1f}" width="{max(bw - 1, 1):.1f}" height="{bh:.1f}" fill="#2563eb"/>')
     body.append(f'<text x="{left}" y="{top + h + 14}">{edges[0]:.0f}</text>')

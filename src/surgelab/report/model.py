@@ -113,11 +113,11 @@ def load_columns(run_dir: Path | str) -> RunColumns:
         phase=labels(source, "phase"),
         tier=labels(source, "tier"),
         kind=labels(source, "kind"),
-        warmup=source.numpy("warmup", plain).astype(bool),
-        intended=source.numpy("intended_ns", seconds),
-        sent=source.numpy("sent_ns", seconds),
-        first_token=source.numpy("first_token_ns", seconds),
-        end=source.numpy("end_ns", seconds),
+        warmup=source.column("warmup", plain).astype(bool),
+        intended=source.column("intended_ns", seconds),
+        sent=source.column("sent_ns", seconds),
+        first_token=source.column("first_token_ns", seconds),
+        end=source.column("end_ns", seconds),
         output=source.floats("output_tokens"),
         gaps=Gaps(source),
         outcomes=outcomes_of(source, state),
@@ -134,6 +134,11 @@ def _list(values: np.ndarray, digits: int = 3) -> list[float | None]:
     return [_r(v, digits) for v in np.asarray(values, dtype=float)]
 
 
+def _rounded(values: np.ndarray, digits: int) -> list[float]:
+    """Finite values (a CDF's quantiles and probabilities) rounded: none to leave out."""
+    return [round(float(v), digits) for v in values]
+
+
 def cdf(values: np.ndarray, points: int = CDF_POINTS) -> dict[str, list[float]]:
     """An empirical CDF as (x, p): exact quantiles at ``points`` evenly spaced probabilities."""
     values = np.asarray(values, dtype=float)
@@ -142,7 +147,7 @@ def cdf(values: np.ndarray, points: int = CDF_POINTS) -> dict[str, list[float]]:
         return {"x": [], "p": []}
     n = min(points, values.size)
     p = np.linspace(0.0, 1.0, n)
-    return {"x": _list(np.quantile(values, p), 3), "p": _list(p, 4)}
+    return {"x": _rounded(np.quantile(values, p), 3), "p": _rounded(p, 4)}
 
 
 # ---------------------------------------------------------------------------------- series
@@ -225,7 +230,7 @@ def _slo_misses(c: RunColumns, scenario: Scenario | None, n: int) -> list[float 
     if scenario is None or not has_slo(scenario):
         return None
     counted = c.measured & c.outcomes.counted
-    good = meets_slo(c, c.ok() & counted, scenario)  # type: ignore[arg-type]  # the columns it reads
+    good = meets_slo(c, c.ok() & counted, scenario)
     when = np.where(np.isfinite(c.end), c.end, c.intended)
     return _list(_counts(np.where(counted & ~good, when, np.nan), n), 0)
 
@@ -435,7 +440,7 @@ def _itl_cdf(c: RunColumns) -> dict[str, list[float]]:
     if itl.n == 0:
         return {"x": [], "p": []}
     p = np.linspace(0.0, 1.0, min(CDF_POINTS, itl.n))
-    return {"x": _list(itl.quantiles(p), 3), "p": _list(p, 4)}
+    return {"x": _rounded(itl.quantiles(p), 3), "p": _rounded(p, 4)}
 
 
 def _sweep_report(run_dir: Path, extensions: dict[str, Any]) -> ReportData:

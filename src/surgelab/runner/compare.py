@@ -94,7 +94,7 @@ async def run_compare(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     scenario = with_salt(scenario)  # one salt for all: every target gets the very same prompts
-    first = (scenario.targets or [None])[0]
+    first = scenario.targets[0] if scenario.targets else None
     first_key = os.environ.get(first.api_key_env) if first is not None and first.api_key_env else None
     scenario = await ready(scenario, first_key)  # every target checked; one tokenizer for all, learned from the first
     names = [t.name for t in scenario.targets or []]

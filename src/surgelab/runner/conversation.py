@@ -39,7 +39,8 @@ async def converse(ex: Execution, plan: PhasePlan, index: int, intended: int, us
     if conversation is None:
         await answer_tools(ex, meta, factory, first, intended, 1 if rounds else 0, rounds)  # its tool rounds: a session
         return
-    spec, history, previous, number = first, (), None, 1
+    spec, previous, number = first, None, 1
+    history: tuple[tuple[str, str], ...] = ()  # (role, text) of the turns so far
     for turn in range(1, conversation.turns + 1):
         if turn > 1:
             intended = ex.clock() + int(conversation.think_s[turn - 2] * SECOND)

@@ -284,7 +284,7 @@ class Execution:
             try:
                 await self._writing  # let a flush under way land before the last one
             except OSError:
-                self._unwritten.append(self._in_writing)  # type: ignore[arg-type]
+                self._unwritten.append(self._in_writing)
             self._writing = self._in_writing = None
         tables, self._unwritten = [*self._unwritten, self.buffer.take()], []
         for i, table in enumerate(tables):

@@ -124,6 +124,7 @@ async def _offset(actor: Any, pings: int = 5) -> dict[str, Any]:
         rtt = received - sent
         if best is None or rtt < best[0]:
             best = (rtt, remote_ns - (sent + received) / 2, host, pid, node)
+    assert best is not None, "at least one ping"
     rtt, offset, host, pid, node = best
     return {"host": host, "node_id": node, "pid": pid, "offset_ms": offset / 1e6, "rtt_ms": rtt / 1e6}
 

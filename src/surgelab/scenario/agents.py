@@ -26,9 +26,12 @@ class Tools(ScenarioModel):
     names: list[str] = Field(
         ["search"], min_length=1, description="Function names offered; each takes one string argument, query."
     )
-    result_tokens: TokenCount = Field(200, description="Length of each tool's result, sent back in the next request.")
+    result_tokens: TokenCount = Field(
+        Fixed(value=200), description="Length of each tool's result, sent back in the next request."
+    )
     latency: Distribution = Field(
-        0.5, description="Seconds a real tool would take: the agent waits this long before it sends the result."
+        Fixed(value=0.5),
+        description="Seconds a real tool would take: the agent waits this long before it sends the result.",
     )
     max_rounds: int = Field(
         2, ge=0, le=16, description="Tool rounds after one turn or step at most (a model may keep calling tools)."
@@ -43,8 +46,10 @@ class AgentStep(ScenarioModel):
         default_factory=list, description="Steps (written earlier) whose answers this step waits for."
     )
     fanout: int = Field(1, ge=1, le=64, description="Parallel copies of the step (subagents), each its own request.")
-    prompt_tokens: TokenCount = Field(64, description="The step's own instruction, sent after the shared context.")
-    output_tokens: TokenCount = Field(128, description="max_tokens of the step's request.")
+    prompt_tokens: TokenCount = Field(
+        Fixed(value=64), description="The step's own instruction, sent after the shared context."
+    )
+    output_tokens: TokenCount = Field(Fixed(value=128), description="max_tokens of the step's request.")
     tools: bool = Field(False, description="Offer the class's tools in this step (its tool rounds belong to the step).")
 
 

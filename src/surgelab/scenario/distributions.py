@@ -207,8 +207,12 @@ def _token_input(value: Any) -> Any:
     return _token_number(value)
 
 
+_TOP: dict[type[_Dist], str] = {Fixed: "value", Uniform: "max", Normal: "mean_", LogNormal: "mean_", Exponential: "mean_"}
+"""The field that bounds a distribution's token counts from above (its mean where it has no maximum)."""
+
+
 def _within_tokens(dist: Any) -> Any:
-    top = {Fixed: "value", Uniform: "max", Normal: "mean_", LogNormal: "mean_", Exponential: "mean_"}.get(type(dist))
+    top = _TOP.get(type(dist))
     value = getattr(dist, top) if top else None
     if value is not None and value > MAX_TOKENS:
         raise ValueError(f"{value:,.0f} tokens is more than any model takes (at most {MAX_TOKENS:,})")

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from surgelab.scenario.base import PositiveSeconds, ScenarioModel, Seconds
-from surgelab.scenario.distributions import Distribution
+from surgelab.scenario.distributions import Distribution, Fixed
 from surgelab.scenario.shapes import BaseShape, Shape
 
 __all__ = ["Arrival", "Load", "DEFAULT_DURATION_S"]
@@ -34,7 +34,7 @@ class Load(ScenarioModel):
     arrival: Arrival = Field(Arrival.POISSON, description="Open loop: constant, poisson, gamma or uniform arrivals.")
     cv: float = Field(1.0, gt=0, allow_inf_nan=False, description="Gamma arrivals: coefficient of variation of the gaps.")
     concurrency: Shape | None = Field(None, description="Closed loop: number of virtual users, a number or a shape.")
-    think_time: Distribution = Field(0.0, description="Closed loop: pause between a response and the user's next request.")
+    think_time: Distribution = Field(Fixed(value=0.0), description="Closed loop: pause between a response and the user's next request.")
     ramp_up: Seconds = Field(
         0.0, description="Closed loop with a steady level: users start evenly spread over this time (a shape sets its own)."
     )

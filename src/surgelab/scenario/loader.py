@@ -66,7 +66,7 @@ def _phased_load_flags(data: dict[str, Any], source: str, overrides: Mapping[str
         return []
     names = ", ".join(f"{k} = {p.get('name')}" for k, p in enumerate(data["phases"][:6]) if isinstance(p, dict))
     names += ", …" if len(data["phases"]) > 6 else ""
-    found = {}
+    found: dict[str, str] = {}
     for dotted, (flag, value) in overrides.items():
         if dotted.startswith("load.") and value is not None:
             leaf = dotted.removeprefix("load.")
@@ -165,14 +165,14 @@ def build_scenario(
         for error in exc.errors():
             loc = tuple(error["loc"])
             path = field_path(loc, data)
-            flag = next((f for p, f in flags.items() if loc[: len(p)] == p), None)
+            blamed = next((f for p, f in flags.items() if loc[: len(p)] == p), None)
             cause = (error.get("ctx") or {}).get("error")
             if isinstance(cause, GuardExceeded):  # raised for the whole scenario: blame what set the value
                 paths = [tuple(f.split(".")) for f in cause.fields]
                 given = [f for p, f in flags.items() if any(p[: len(q)] == q or q[: len(p)] == p for q in paths)]
-                flag = ", ".join(dict.fromkeys(given)) or None
+                blamed = ", ".join(dict.fromkeys(given)) or None
                 loc = paths[0] if paths else loc
-            where = f"{flag}" if flag else f"{source}:{line_of(root, loc) or 1}"
+            where = blamed if blamed else f"{source}:{line_of(root, loc) or 1}"
             messages.append(redact_text(f"{where}: {path or 'scenario'}: {describe_error(error)}"))
         raise ScenarioError(messages) from None
 

@@ -235,7 +235,7 @@ class Scenario(ScenarioModel):
 
     def slo_of_kind(self, kind: str) -> Slo:
         """A kind's objectives, each unset one falling back to the scenario's."""
-        own = self.kinds.get(kind)  # type: ignore[call-overload]
+        own = self.kinds.get(kind)
         if own is None:
             return self.slo
         merged = {k: v if v is not None else getattr(self.slo, k) for k, v in own.slo.model_dump().items()}

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import enum
 import types
 import typing
 from typing import Any
@@ -15,6 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from surgelab.conditions import Threshold
+from surgelab.scenario.distributions import Fixed
 from surgelab.scenario.model import Scenario
 from surgelab.scenario.shapes import SHAPES
 
@@ -57,12 +59,12 @@ def _type_name(annotation: Any) -> str:
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in typing.get_args(annotation))
     if origin in (list, dict):
-        args = ", ".join(_type_name(a) for a in typing.get_args(annotation))
-        return f"{origin.__name__}[{args}]"
+        inner = ", ".join(_type_name(a) for a in typing.get_args(annotation))
+        return f"{origin.__name__}[{inner}]"
     if isinstance(annotation, type):
         if issubclass(annotation, BaseModel):
             return "mapping"
-        if hasattr(annotation, "__members__"):
+        if issubclass(annotation, enum.Enum):
             return " \\| ".join(f"`{m.value}`" for m in annotation)
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
             annotation.__name__, annotation.__name__
@@ -99,9 +101,11 @@ def _default(field: FieldInfo) -> str:
     if field.default is PydanticUndefined and field.default_factory is None:
         return "required"
     if field.default_factory is not None:
-        value = field.default_factory()
+        value = field.get_default(call_default_factory=True)
         return "`{}`" if value == {} else "`[]`" if value == [] else f"`{value}`"
     value = field.default
+    if isinstance(value, Fixed):  # a distribution's default, written as the bare number a scenario gives
+        return f"`{value.value:g}`"
     if isinstance(value, BaseModel):
         return "see below"
     if hasattr(value, "value"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
@@ -17,8 +17,10 @@ __all__ = [
     "Endpoint",
 ]  # fmt: skip
 
-# the kinds a target (or a class) may name as its endpoint
-Endpoint = Literal[KINDS.having("endpoint")]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    Endpoint = str  # the registry is filled at run time: a type checker sees a name
+else:
+    Endpoint = Literal[KINDS.having("endpoint")]  # the kinds a target (or a class) may name as its endpoint
 
 
 class Timeouts(ScenarioModel):
@@ -38,6 +40,7 @@ class Backoff(ScenarioModel):
 
 
 RetryOn = Annotated[int, Field(ge=400, le=599)] | Literal["connection_error", "timeout"]
+_RETRIED: list[RetryOn] = [429, 503, "connection_error"]
 
 
 class Retry(ScenarioModel):
@@ -45,7 +48,7 @@ class Retry(ScenarioModel):
     attempt's); the records count its attempts. Bodies sent as multipart (transcription) are not retried."""
 
     on: list[RetryOn] = Field(
-        default_factory=lambda: [429, 503, "connection_error"],
+        default_factory=lambda: _RETRIED.copy(),
         description="What is retried: HTTP statuses, connection_error, timeout.",
     )
     max_attempts: int = Field(3, ge=1, le=10, description="Sends per request, the first one included.")

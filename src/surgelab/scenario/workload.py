@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -10,7 +10,7 @@ from surgelab.files import scenario_path
 from surgelab.kinds import KINDS, KindSpec
 from surgelab.scenario.agents import MAX_TASK_REQUESTS, Agent, Tools
 from surgelab.scenario.base import Headers, ScenarioModel
-from surgelab.scenario.distributions import Distribution, TokenCount
+from surgelab.scenario.distributions import Distribution, Fixed, TokenCount
 from surgelab.scenario.presets import LENGTHS, Preset, with_preset
 from surgelab.scenario.slo import Slo
 from surgelab.scenario.target import Endpoint
@@ -33,7 +33,7 @@ class Session(ScenarioModel):
     """Multi-turn conversations: each turn resends the whole history, so the context grows."""
 
     turns: Distribution = Field(description="Turns per conversation (rounded, 1 to 255).")
-    think_time: Distribution = Field(0.0, description="Pause between an answer and the next turn.")
+    think_time: Distribution = Field(Fixed(value=0.0), description="Pause between an answer and the next turn.")
     previous_response_id: bool = Field(
         False, description="Kind responses: a later turn sends the previous answer's id instead of the history (server-side state)."
     )
@@ -57,7 +57,10 @@ class Dataset(ScenarioModel):
         return read_trace_cached(self.path, self.format, tuple(sorted(self.columns.items())))
 
 
-Kind = Literal[KINDS.names]  # type: ignore[valid-type]  # every registered kind (surgelab.kinds)
+if TYPE_CHECKING:
+    Kind = str  # the registry is filled at run time: a type checker sees a name
+else:
+    Kind = Literal[KINDS.names]  # every registered kind (surgelab.kinds)
 
 
 def _kinds(names: tuple[str, ...] | list[str], last: str = "or") -> str:
@@ -71,9 +74,9 @@ _ALL_KINDS = _kinds([f"{k.name} ({k.about})" if k.about else k.name for k in KIN
 class Images(ScenarioModel):
     """Images per request (vision inputs, or what image_generation asks for); see docs/kinds.md."""
 
-    count: Distribution = Field(1, description="Images per request (rounded, at least 1).")
-    width: Distribution = Field(512, description="Width in pixels (rounded, at least 16).")
-    height: Distribution = Field(512, description="Height in pixels (rounded, at least 16).")
+    count: Distribution = Field(Fixed(value=1), description="Images per request (rounded, at least 1).")
+    width: Distribution = Field(Fixed(value=512), description="Width in pixels (rounded, at least 16).")
+    height: Distribution = Field(Fixed(value=512), description="Height in pixels (rounded, at least 16).")
     format: Literal["png", "jpeg"] = Field("jpeg", description="Vision: encoding of the synthesised images.")
     quality: int = Field(85, ge=1, le=100, description="Vision: JPEG quality (Pillow's scale, 1-100).")
     folder: str | None = Field(
@@ -93,7 +96,7 @@ class Images(ScenarioModel):
 class Audio(ScenarioModel):
     """Audio sent to a transcription endpoint: synthesised WAV of a sampled duration, or files."""
 
-    seconds: Distribution = Field(5.0, description="Duration of each clip in seconds.")
+    seconds: Distribution = Field(Fixed(value=5.0), description="Duration of each clip in seconds.")
     sample_rate: int = Field(16000, ge=8000, le=48000, description="Sample rate of the synthesised 16-bit mono WAV.")
     folder: str | None = Field(None, description="Send .wav files from this folder (name order, cycling) instead.")
     language: str | None = Field(None, description="The language field of the request, e.g. en.")
@@ -107,8 +110,8 @@ class Audio(ScenarioModel):
 class Documents(ScenarioModel):
     """Candidates for a rerank request; the query is the prompt (prompt_tokens long)."""
 
-    count: Distribution = Field(16, description="Documents per request (rounded, at least 1).")
-    tokens: TokenCount = Field(128, description="Length of each document in tokens.")
+    count: Distribution = Field(Fixed(value=16), description="Documents per request (rounded, at least 1).")
+    tokens: TokenCount = Field(Fixed(value=128), description="Length of each document in tokens.")
     top_n: int | None = Field(None, ge=1, description="Ask for only the best n results.")
 
 
@@ -163,8 +166,8 @@ class RequestClass(ScenarioModel):
         None, description="Named lengths (docs/workload.md#long-context-presets): long-8k, long-32k, long-100k or long-200k prompt "
         "tokens (k = 1000) with 128 output tokens; prompt_tokens or output_tokens given beside it win.",
     )
-    prompt_tokens: TokenCount = Field(256, description="Prompt length in tokens (built-in tokenizer).")
-    output_tokens: TokenCount = Field(128, description="max_tokens of each request.")
+    prompt_tokens: TokenCount = Field(Fixed(value=256), description="Prompt length in tokens (built-in tokenizer).")
+    output_tokens: TokenCount = Field(Fixed(value=128), description="max_tokens of each request.")
     unique_prefix: bool = Field(True, description="Start every prompt with a unique token sequence so prefix caches cannot flatter the result.")
     system_prompt_tokens: int = Field(0, ge=0, description="A shared system prompt of this many tokens, identical in every request.")
     system_prompts: int = Field(
@@ -185,7 +188,7 @@ class RequestClass(ScenarioModel):
         None,
         description=f"What the request is (docs/kinds.md): {_ALL_KINDS}; default: endpoint, else target.endpoint.",
     )
-    batch_size: Distribution = Field(1, description="Embeddings: inputs per request, each prompt_tokens long.")
+    batch_size: Distribution = Field(Fixed(value=1), description="Embeddings: inputs per request, each prompt_tokens long.")
     images: Images | None = Field(None, description="Vision: the images sent; image_generation: count and size asked for.")
     audio: Audio | None = Field(None, description="Transcription: the audio sent.")
     documents: Documents | None = Field(None, description="Rerank: the candidate documents.")
@@ -212,7 +215,7 @@ class RequestClass(ScenarioModel):
         for name in _BLOCKS:
             if getattr(self, name) is not None and (spec is None or spec.block != name):
                 errors.append(f"{name} applies to kind {_kinds(_owners(name))}, not {named}")
-        if not (getattr(self.batch_size, "dist", "") == "fixed" and self.batch_size.value == 1) and not (spec and spec.batches):
+        if not (isinstance(self.batch_size, Fixed) and self.batch_size.value == 1) and not (spec and spec.batches):
             errors.append(f"batch_size applies to kind {_kinds(KINDS.having('batches'))}, not {named}")
         if spec is not None and spec.needs is not None and spec.block is not None and not getattr(self, spec.block):
             errors.append(f"kind {kind} needs {spec.needs}")

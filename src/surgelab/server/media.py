@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import orjson
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from surgelab.engine import EngineRequest
 from surgelab.engine.media import DEFAULT_DIFFUSION_STEPS
@@ -189,6 +189,8 @@ async def _read_clip(request: web.Request) -> _Clip:
     data = None
     reader = await request.multipart()
     while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            raise ApiError(400, "audio/transcriptions takes form fields, not a nested multipart part")
         if part.name == "file":
             data = await part.read()
         elif part.name:

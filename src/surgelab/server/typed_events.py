@@ -39,7 +39,7 @@ class ResponsesAnswer:
         self.created = int(time.time())
         self.max_output_tokens = max_output_tokens
         self._sequence = 0
-        delta = {"type": "response.output_text.delta", "item_id": self._message_id, "output_index": 0,
+        delta: dict[str, Any] = {"type": "response.output_text.delta", "item_id": self._message_id, "output_index": 0,
                  "content_index": 0, "delta": _HOLE, "logprobs": [], "sequence_number": 0}  # fmt: skip
         before, after = _split(delta["type"], delta)
         self._before, (self._middle, self._after) = before, after.split(b"0}", 1)
@@ -114,7 +114,11 @@ class MessagesAnswer:
         self.id = "msg_" + request_id
         self.model = model
         self.prompt_tokens = prompt_tokens
-        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": _HOLE}}
+        delta: dict[str, Any] = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": _HOLE},
+        }
         self._before, self._after = _split(delta["type"], delta)
 
     def _message(self, content: list[dict[str, Any]], stop: str | None, output_tokens: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from surgelab.aio import run_async
-from surgelab.runner.backends import backend_for
+from surgelab.runner.backends import InProcess, Workers
 from surgelab.runner.cpu import cpu_counters, cpu_usage, process_cpu_s
 from surgelab.scenario import load_scenario
 
@@ -86,7 +86,8 @@ def measure(url: str, rate: float, seconds: float, workers: int, work: Path, ser
     run_dir = work / f"rate-{rate:.0f}-w{workers}-{len(list(work.iterdir()))}"
     pid_s = (lambda: process_cpu_s(server_pid)) if server_pid else (lambda: None)
     start, server_start = cpu_counters(), pid_s()
-    s = run_async(backend_for(scenario, workers=workers).run(scenario, run_dir)).summary
+    backend = Workers(workers) if workers > 1 else InProcess()  # this machine's client, as backend_for picks it
+    s = run_async(backend.run(scenario, run_dir)).summary
     machine = _others(start, cpu_counters(), workers, (server_start, pid_s()))
     lag = s["schedule_lag_ms"]
     return Level(rate, s["throughput"]["requests_per_s"], lag["p50"] or 0.0, lag["p99"] or 0.0,

@@ -204,18 +204,13 @@ class SweepResult:
         faster as the batch grows (the seed's toy), below 1 on real engines. ``throughput_gain``
         = requests/s at the level ÷ requests/s at the lowest level: what batching actually buys.
         """
-        levels = [r for r in self.sorted_levels() if r.latency("e2e", "p50") and r.requests_per_s > 0]
-        if not levels:
+        timed = [(r, e2e) for r in self.sorted_levels() if (e2e := r.latency("e2e", "p50")) and r.requests_per_s > 0]
+        if not timed:
             return []
-        base = levels[0]
-        single = base.latency("e2e", "p50")
+        base, single = timed[0]
         return [
-            {
-                "level": r.offered,
-                "speedup": single / r.latency("e2e", "p50"),
-                "throughput_gain": r.requests_per_s / base.requests_per_s,
-            }
-            for r in levels
+            {"level": r.offered, "speedup": single / e2e, "throughput_gain": r.requests_per_s / base.requests_per_s}
+            for r, e2e in timed
         ]
 
     def to_dict(self) -> dict[str, Any]:

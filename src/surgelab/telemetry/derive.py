@@ -91,7 +91,7 @@ def summarize_telemetry(table: pa.Table, start_s: float, end_s: float) -> dict[s
     inside = (t >= start_s) & (t <= end_s) & (c["metric"] != "up") & (c["metric"] != "scrape_duration_seconds")
     series: dict[str, Any] = {}
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-    for i in np.flatnonzero(inside):
+    for i in np.flatnonzero(inside).tolist():
         groups[(c["source"][i], c["metric"][i], c["labels"][i])].append(i)
     label_sets: dict[tuple[str, str], int] = defaultdict(int)
     for source, metric, _ in groups:

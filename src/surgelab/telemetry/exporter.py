@@ -8,6 +8,8 @@ asked). Latency histograms use buckets that resolve both fast tokens and slow fi
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
@@ -17,6 +19,9 @@ from surgelab.exposure import token_matches
 from surgelab.metrics.live import LiveSnapshot
 from surgelab.metrics.record import Outcome, State
 from surgelab.metrics.store import RecordMeta
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment  # Python 3.11+
 
 __all__ = ["Exporter", "METRIC_NAMES"]
 
@@ -48,7 +53,8 @@ class Exporter:
         self.completion_rate = Gauge("surgelab_completion_rate", "Completions per second, last few seconds.", ["run"], registry=r)
         self.elapsed = Gauge("surgelab_run_elapsed_seconds", "Time since the run started.", ["run"], registry=r)
         self._run = run
-        self._children = {m: m.labels(**run) for m in (self.output_tokens, self.ttft, self.e2e, self.itl, self.lag)}
+        self._tokens = self.output_tokens.labels(**run)  # the run's own series, looked up once
+        self._ttft, self._e2e, self._itl, self._lag = (m.labels(**run) for m in (self.ttft, self.e2e, self.itl, self.lag))
 
     def serve(self, port: int, host: str = "127.0.0.1", token: str | None = None) -> None:
         """Start the /metrics HTTP server (a daemon thread that ends with the process).
@@ -60,7 +66,7 @@ class Exporter:
             return
         metrics = make_wsgi_app(self.registry)
 
-        def guarded(environ, start_response):  # type: ignore[no-untyped-def]
+        def guarded(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
             if not token_matches(environ.get("HTTP_AUTHORIZATION"), token):
                 start_response("401 Unauthorized", [("Content-Type", "text/plain")])
                 return [b"unauthorized: send Authorization: Bearer TOKEN\n"]
@@ -76,19 +82,19 @@ class Exporter:
     def observe(self, meta: RecordMeta, out: Outcome) -> None:
         self.requests.labels(state=out.state.value, phase=meta.phase, request_class=meta.request_class, **self._run).inc()
         if out.sent_ns is not None:
-            self._children[self.lag].observe((out.sent_ns - meta.intended_ns) / 1e9)
+            self._lag.observe((out.sent_ns - meta.intended_ns) / 1e9)
         if out.state is not State.OK:
             return
         if out.first_token_ns is not None:
-            self._children[self.ttft].observe((out.first_token_ns - meta.intended_ns) / 1e9)
+            self._ttft.observe((out.first_token_ns - meta.intended_ns) / 1e9)
         if out.end_ns is not None:
-            self._children[self.e2e].observe((out.end_ns - meta.intended_ns) / 1e9)
+            self._e2e.observe((out.end_ns - meta.intended_ns) / 1e9)
         tokens = out.token_ns
-        itl = self._children[self.itl]
+        itl = self._itl
         for i in range(1, len(tokens)):
             itl.observe((tokens[i] - tokens[i - 1]) / 1e9)
         if out.output_tokens:
-            self._children[self.output_tokens].inc(out.output_tokens)
+            self._tokens.inc(out.output_tokens)
 
     def update(self, snapshot: LiveSnapshot) -> None:
         run = self._run

@@ -164,7 +164,7 @@ class Scraper:
                     error = f"HTTP {response.status}"
                 elif body is None:
                     error = f"body larger than {_MAX_BODY // (1024 * 1024)} MiB"
-            if error is None:
+            if error is None and body is not None:
                 families = await asyncio.to_thread(parse_exposition, body.decode("utf-8", "replace"))
                 for family in self._filters[source.name].keeps(families):
                     for name, labels, value in family.samples:

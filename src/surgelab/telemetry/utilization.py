@@ -42,5 +42,5 @@ def utilization(summary: dict[str, Any], roles: dict[str, Any], declared_rps: fl
         "capacity_source": source,
         "offered": arrival / capacity if arrival is not None and capacity else None,
         "slots": slots,  # the most requests seen running at once (not the server's limit)
-        "busy_fraction": running["mean"] / slots if slots else None,
+        "busy_fraction": running["mean"] / slots if running and slots else None,
     }

@@ -88,11 +88,17 @@ def make_app(model: str, delay: float) -> web.Application:
                                   "inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1]}],
                                   "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}]})  # fmt: skip
 
-    app = web.Application()
+    async def ready(request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def counted(request: web.Request) -> web.Response:
+        return web.json_response(stats)
+
+    app = web.Application()  # handlers are coroutines: aiohttp deprecates bare functions
     app.router.add_post("/v2/models/{name}/infer", infer)
     app.router.add_get("/v2/models/{name}", metadata)
-    app.router.add_get("/v2/health/ready", lambda r: web.Response(text=""))
-    app.router.add_get("/stats", lambda r: web.json_response(stats))
+    app.router.add_get("/v2/health/ready", ready)
+    app.router.add_get("/stats", counted)
     return app
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -60,7 +61,7 @@ def _chunk(chat: bool, model: str, text: str | None, finish: str | None = None, 
         choices = [{"index": 0, "delta": {"content": text} if text is not None else {}, "finish_reason": finish}]
     else:
         choices = [{"index": 0, "text": text or "", "finish_reason": finish}]
-    body = {"id": "cmpl-scripted", "object": "chat.completion.chunk" if chat else "text_completion",
+    body: dict[str, Any] = {"id": "cmpl-scripted", "object": "chat.completion.chunk" if chat else "text_completion",
             "created": int(time.time()), "model": model, "choices": choices}  # fmt: skip
     if usage is not None:
         body["usage"] = usage
@@ -173,15 +174,21 @@ def make_app(ttft: float, itl: float) -> web.Application:
             location = f"http://localhost:{request.url.port}{request.path[len(prefix) :]}"
         return web.Response(status=status, headers={"Location": location}, text="moved")
 
-    app = web.Application()
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def counted(request: web.Request) -> web.Response:
+        return web.json_response(stats)
+
+    app = web.Application()  # handlers are coroutines: aiohttp deprecates bare functions
     app.router.add_route("*", "/moved/{rest:.*}", moved)
     app.router.add_route("*", "/moved-301/{rest:.*}", moved)
     app.router.add_route("*", "/moved-away/{rest:.*}", moved)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", lambda r: web.Response(text="ok"))
-    app.router.add_get("/stats", lambda r: web.json_response(stats))
+    app.router.add_get("/health", health)
+    app.router.add_get("/stats", counted)
     return app
 
 

@@ -70,7 +70,8 @@ def with_columns(spec: Spec, columns: Mapping[str, str] | None) -> Spec:
     unit = columns.get("timestamp_unit")
     if unit is not None and unit not in UNITS:
         raise TraceError(f"timestamp_unit must be one of {', '.join(UNITS)}, got {unit!r}")
-    return replace(spec, **{k: v for k, v in columns.items() if v is not None})
+    given: dict[str, Any] = {k: v for k, v in columns.items() if v is not None}  # COLUMN_KEYS: Spec's str fields
+    return replace(spec, **given)
 
 
 def detect_format(data: bytes, path: Path, has_columns: bool) -> str:

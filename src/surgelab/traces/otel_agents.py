@@ -187,9 +187,8 @@ class _Reader:
                 _first(item, "startTimeUnixNano", "start_time_unix_nano"),
                 _first(item, "endTimeUnixNano", "end_time_unix_nano"),
             )
-        for field, value in zip(fields[:2], (trace_id, span_id), strict=True):
-            if not isinstance(value, str) or not value.strip():
-                raise self.fail(item, f"expected {field}, an id, got {show_value(value)}", number, line)
+        trace_id = self._id(item, fields[0], trace_id, number, line)
+        span_id = self._id(item, fields[1], span_id, number, line)
         if parent is not None and not isinstance(parent, str):
             raise self.fail(item, f"expected {fields[2]}, an id or empty, got {show_value(parent)}", number, line)
         name = item.get("name")
@@ -202,6 +201,11 @@ class _Reader:
         attributes = item.get("attributes", {} if sdk else [])
         return _Span(number, line, _norm(trace_id), _norm(span_id), _norm(parent) if parent else None, name, start_ns,
                      end_ns, self._attributes(item, attributes, number, line))  # fmt: skip
+
+    def _id(self, item: dict, field: str, value: Any, number: int, line: int | None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(item, f"expected {field}, an id, got {show_value(value)}", number, line)
+        return value
 
     def _time(self, item: dict, field: str, value: Any, iso: bool, number: int, line: int | None) -> int:
         if iso and isinstance(value, str):

@@ -123,8 +123,9 @@ def _content_text(content: Any) -> str:
         return content
     if isinstance(content, list):  # OpenAI content parts; text parts only
         parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if all(isinstance(p, str) for p in parts):
-            return "\n".join(parts)
+        texts = [p for p in parts if isinstance(p, str)]
+        if len(texts) == len(parts):
+            return "\n".join(texts)
     raise _Bad(f"expected message content as text, got {show_value(content)}")
 
 

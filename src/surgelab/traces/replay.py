@@ -108,6 +108,7 @@ def replay_plan(
     rows = replay_indices(trace, start_s, end_s)
     offsets = replay_offsets(trace, speed, start_s, end_s, rate)
     if skip_failed:
+        assert trace.failed is not None, "Trace.__post_init__ sets it"
         keep = ~trace.failed[rows]
         rows, offsets = rows[keep], offsets[keep]
     return ReplayPlan(trace=trace, rows=rows, offsets_ns=offsets)

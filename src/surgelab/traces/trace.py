@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["RowProblem", "Trace", "TraceError"]
 
@@ -57,7 +58,7 @@ class Trace:
     def __post_init__(self) -> None:
         n = len(self.offsets_s)
 
-        def column(values: Any, dtype: type) -> np.ndarray:
+        def column(values: Any, dtype: npt.DTypeLike) -> np.ndarray:
             array = np.array(values, dtype=dtype)  # a copy, made read-only: the trace is frozen
             array.flags.writeable = False
             return array

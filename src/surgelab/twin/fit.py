@@ -236,8 +236,9 @@ def fit_observations(obs: Observations, base: EngineProfile | None = None, seed:
     # the base's limits and memory stay; its step-time terms the structure does not price go (what the fit measured
     # holds them), and so does its GPU: a fitted profile's error is its fit's, not the physics' (engine.accuracy)
     unpriced = {"comm_s_per_token": 0.0, "expert_s": 0.0, "num_experts": 0, "experts_per_token": 0, "gpu": ""}
+    terms: dict[str, Any] = {**unpriced, **fitted}  # EngineProfile fields by name, of several types
     profile = replace(template, name="fitted", combine=structure.combine, max_num_seqs=max(slots or obs.max_running, 1),
-                      description=f"fitted from {label}", **unpriced, **fitted)  # fmt: skip
+                      description=f"fitted from {label}", **terms)  # fmt: skip
     compute_bound = int(((rows.kind == 1) & ~sol.memory).sum())
     return FitResult(
         profile=profile, coefficients=coefficients, residual=residual,

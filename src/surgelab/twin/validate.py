@@ -86,7 +86,9 @@ def compare_summaries(
         limit = p50_tolerance if kind == "p50" else p99_tolerance
         if error is not None and abs(error) <= limit:
             status[name] = WITHIN
-        elif error is not None and (interval[0] <= b <= interval[1] if interval is not None else _sparse(measured, name)):
+        elif error is not None and b is not None and (
+            interval[0] <= b <= interval[1] if interval is not None else _sparse(measured, name)
+        ):
             status[name] = UNDECIDED
         else:
             status[name] = OUTSIDE

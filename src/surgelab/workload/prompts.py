@@ -72,7 +72,7 @@ class Synthetic(NamedTuple):
     """
 
     source: PromptFactory
-    index: int
+    index: int  # type: ignore[assignment]  # a field may shadow tuple.index (sim.prefix reads made.index)
     lead: str
     spaced: bool
     tokens: int

@@ -41,7 +41,7 @@ class TraceSampler:
             n = self.tokenizer.count(prompt)
         else:
             n = int(trace.prompt_tokens[row])
-            if self.blocks is not None:
+            if self.blocks is not None and trace.prefix_blocks is not None:  # one is made for the other
                 prompt = self.blocks.text(trace.prefix_blocks[row], n)
             else:
                 prompt = factory.text(index, n)

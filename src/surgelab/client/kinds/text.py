@@ -75,12 +75,8 @@ class Generation:
 
     async def _read_stream(self, resp: Response, out: Outcome, on_first: Callable[[], None]) -> None:
         limit = self.ctx.target.max_response_bytes
-        clock, parser, pieces, tokens = (
-            self.ctx.clock,
-            SSEParser(max_line=min(limit, 8 * 1024 * 1024)),
-            [],
-            out.token_ns,
-        )
+        clock, parser, tokens = self.ctx.clock, SSEParser(max_line=min(limit, 8 * 1024 * 1024)), out.token_ns
+        pieces: list[str] = []
         done = finished = False
         size = 0
         usage: dict = {}
