@@ -197,6 +197,7 @@ class Deployment:
         link = gpu.link_bytes_per_s * eff.link
         ring = 2 * (tp - 1) / tp
         max_len = self.max_model_len or min(m.max_position_embeddings or 8192, 32768)
+        cpu_blocks, load_s = self._offload()
         return EngineProfile(
             name=name or _slug(m.name, gpu.name, tp),
             prefill_s_per_token=m.body_flops_per_token / compute,
@@ -220,16 +221,16 @@ class Deployment:
             description=self.describe(),
             kv_bytes_per_token=self.kv_bytes_per_token,
             gpu=gpu.name,
-            **self._offload(),
+            kv_cpu_blocks=cpu_blocks,
+            kv_load_s_per_block=load_s,
         )
 
-    def _offload(self) -> dict[str, float | int]:
+    def _offload(self) -> tuple[int, float]:
         """The CPU tier of the KV cache: blocks host memory holds, and one block's load over each GPU's host link."""
         if not self.cpu_offload_bytes:
-            return {}
+            return 0, 0.0
         block = self.block_size * self.kv_bytes_per_token
-        return {"kv_cpu_blocks": int(self.cpu_offload_bytes // block),
-                "kv_load_s_per_block": block / (self.tp * self.gpu.host_bytes_per_s)}  # fmt: skip
+        return int(self.cpu_offload_bytes // block), block / (self.tp * self.gpu.host_bytes_per_s)
 
     def describe(self) -> str:
         precision = self.weight_precision + ("" if self.kv_precision in ("bf16", "fp16") else f", {self.kv_precision} KV")

@@ -130,7 +130,7 @@ async def run_sweep(
     slos = slo_thresholds(base.slo, config.sla_percentile)
     p99_bounds = slo_thresholds(base.slo, "p99")
     rows: list[LevelRow] = []
-    target = {"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint}
+    target: dict[str, Any] = {"url": redact_url(base.target.base_url), "model": base.target.model, "endpoint": base.target.endpoint}
     if fleet is not None:
         target = {"simulated_fleet": fleet.name, "model": base.target.model, "endpoint": base.target.endpoint}
     bar = fleet_error_bar(fleet) if fleet is not None else served_error
